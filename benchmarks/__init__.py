@@ -1,0 +1,1 @@
+"""Benchmarks that print figures (they never assert): sampler, grammars, engine, peers."""

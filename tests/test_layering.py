@@ -1,0 +1,44 @@
+"""Imports go one way: gateway → engine → {grammars, sampler}; grammars and sampler never
+import each other, and nothing below imports the layer above it."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGES = ("gateway", "engine", "grammars", "sampler")
+FORBIDDEN = {
+    "sampler": {"grammars", "engine", "gateway"},
+    "grammars": {"sampler", "engine", "gateway"},
+    "engine": {"gateway"},
+    "gateway": set(),
+}
+
+
+def _imported_top_levels(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_imports_go_one_way(package: str) -> None:
+    offenders = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        bad = _imported_top_levels(path) & FORBIDDEN[package]
+        if bad:
+            offenders.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_every_package_is_typed() -> None:
+    for package in PACKAGES:
+        assert (ROOT / package / "py.typed").exists(), package
