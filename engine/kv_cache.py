@@ -1,0 +1,89 @@
+"""One model's KV cache for one sequence, with exact rollback: the only code that touches
+transformers' cache API (pinned to transformers 5.19).
+
+transformers 5.19 facts this adapter relies on (tests/engine/test_kv_cache.py checks them):
+the forward kwarg is `past_key_values=` (5.24 renames it `cache=`; 5.20 silently ignores
+`cache=`), `DynamicCache.crop(-n)` drops the last n positions of every layer (a positive
+argument means "keep this many" and is deprecated), and `get_seq_length()` counts cached
+positions. Position ids are passed explicitly so a cropped cache never shifts them.
+
+Invariant: `tokens` is exactly the token sequence whose keys/values are cached. The adapter
+does not know about drafts, grammars or requests; callers sync it to the committed sequence
+with `sync_to(tokens)` (crop to the longest common prefix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from transformers import DynamicCache
+
+
+class KVCache:
+    """Per-sequence cache of one causal LM; `extend` feeds tokens and returns their logits."""
+
+    def __init__(self, model: torch.nn.Module, *, device: torch.device | str = "cpu") -> None:
+        self.model = model
+        self.device = torch.device(device)
+        self.cache = DynamicCache(config=getattr(model, "config", None))
+        self.tokens: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @torch.inference_mode()
+    def extend(self, token_ids: Sequence[int], *, num_logits: int = 1) -> torch.Tensor:
+        """Append `token_ids` (at least one, all >= 0) and return float32 logits of the last
+        `num_logits` fed positions: [num_logits, V] (row i predicts the token after fed token
+        len-num_logits+i)."""
+        if not token_ids:
+            raise ValueError("KVCache.extend needs at least one token")
+        if min(token_ids) < 0:
+            raise ValueError(f"negative token id reached the model: {list(token_ids)}")
+        if not 1 <= num_logits <= len(token_ids):
+            raise ValueError(f"num_logits must be in [1, {len(token_ids)}], got {num_logits}")
+        start = len(self.tokens)
+        input_ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self.device)  # [1, T]
+        position_ids = torch.arange(start, start + len(token_ids), device=self.device)[None]  # [1, T]
+        out = self.model(
+            input_ids=input_ids,
+            position_ids=position_ids,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=num_logits,
+        )
+        self.tokens.extend(int(t) for t in token_ids)
+        if self.cache.get_seq_length() != len(self.tokens):
+            raise RuntimeError(
+                f"KV cache length {self.cache.get_seq_length()} != {len(self.tokens)} tokens: "
+                "transformers ignored past_key_values (API changed?)"
+            )
+        return out.logits[0].float()  # [num_logits, V]
+
+    def crop(self, length: int) -> None:
+        """Keep the first `length` cached positions (exact rollback of the rest)."""
+        if not 0 <= length <= len(self.tokens):
+            raise ValueError(f"crop length {length} outside [0, {len(self.tokens)}]")
+        remove = len(self.tokens) - length
+        if remove == 0:
+            return
+        if length == 0:
+            self.reset()
+            return
+        self.cache.crop(-remove)
+        del self.tokens[length:]
+
+    def sync_to(self, tokens: Sequence[int]) -> list[int]:
+        """Crop to the longest common prefix with `tokens`; return the tokens still to feed."""
+        common = 0
+        for cached, wanted in zip(self.tokens, tokens, strict=False):
+            if cached != wanted:
+                break
+            common += 1
+        self.crop(common)
+        return list(tokens[common:])
+
+    def reset(self) -> None:
+        self.cache = DynamicCache(config=getattr(self.model, "config", None))
+        self.tokens = []

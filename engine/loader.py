@@ -1,0 +1,62 @@
+"""Load a causal LM and its tokenizer from a name or directory: the one switch point between
+`engine.models` (registered names, pulling, GGUF conversion) and a plain local directory.
+
+Knows nothing about caches or decoding. Models come back in eval mode on `device`.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import torch
+
+_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {name!r}") from None
+
+
+def resolve(name_or_path: str, *, cache_dir: str | None = None) -> pathlib.Path:
+    """A local model directory for `name_or_path` (pulled on first use via engine.models)."""
+    path = pathlib.Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    try:
+        from engine.models import resolve_model
+    except ImportError as exc:  # engine.models not available
+        raise FileNotFoundError(f"model {name_or_path!r}: not a directory and engine.models unavailable") from exc
+    return pathlib.Path(resolve_model(name_or_path, cache_dir=cache_dir))
+
+
+def load(name_or_path: str, *, dtype: str, device: str, cache_dir: str | None = None) -> tuple[Any, Any]:
+    """(model, tokenizer) for a registered name or a local directory."""
+    path = resolve(name_or_path, cache_dir=cache_dir)
+    try:
+        from engine.models import load_model
+    except ImportError:
+        load_model = None
+    if load_model is not None:
+        model, tokenizer = load_model(path, dtype=torch_dtype(dtype), device=device)
+    else:  # pragma: no cover - fallback while engine.models is absent
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype(dtype)).to(device)
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    model.eval()
+    return model, tokenizer
+
+
+def check_compat(target_tokenizer: Any, draft_tokenizer: Any) -> None:
+    """Raise if the draft tokenizer differs from the target's (engine.models decides how)."""
+    try:
+        from engine.models import check_tokenizer_compat
+    except ImportError:
+        if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
+            raise ValueError("draft and target tokenizers differ") from None
+        return
+    check_tokenizer_compat(target_tokenizer, draft_tokenizer)

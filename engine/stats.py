@@ -1,0 +1,93 @@
+"""Per-request and engine-wide speculation statistics (pure data; the gateway logs/exports).
+
+`RequestStats` counts one request's tokens and splits its time into draft / target / mask /
+sampler. `EngineStats` aggregates finished and running steps for a metrics line. Neither
+knows how the numbers were produced.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class RequestStats:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    draft_tokens: int = 0       # drafts sent to verification
+    accepted_tokens: int = 0    # drafts the rejection sampler accepted
+    steps: int = 0              # target forwards after prefill (one per step)
+    spec_steps: int = 0         # steps that verified at least one draft
+    time_draft_s: float = 0.0
+    time_target_s: float = 0.0
+    time_mask_s: float = 0.0
+    time_sampler_s: float = 0.0
+    time_total_s: float = 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """Tokens emitted per target step (accepted drafts + the recovered/bonus token)."""
+        return self.completion_tokens / self.steps if self.steps else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.completion_tokens / self.time_total_s if self.time_total_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["acceptance_rate"] = self.acceptance_rate
+        out["mean_accepted_length"] = self.mean_accepted_length
+        out["tokens_per_second"] = self.tokens_per_second
+        return out
+
+
+@dataclass(frozen=True)
+class EngineStatsSnapshot:
+    requests_finished: int
+    steps: int
+    emitted_tokens: int
+    draft_tokens: int
+    accepted_tokens: int
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.emitted_tokens / self.steps if self.steps else 0.0
+
+
+class EngineStats:
+    """Thread-safe running totals over every step the engine ran."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._finished = 0
+        self._steps = 0
+        self._emitted = 0
+        self._drafted = 0
+        self._accepted = 0
+
+    def record_step(self, *, emitted: int, drafted: int, accepted: int) -> None:
+        with self._lock:
+            self._steps += 1
+            self._emitted += emitted
+            self._drafted += drafted
+            self._accepted += accepted
+
+    def record_finished(self) -> None:
+        with self._lock:
+            self._finished += 1
+
+    def snapshot(self) -> EngineStatsSnapshot:
+        with self._lock:
+            return EngineStatsSnapshot(
+                self._finished, self._steps, self._emitted, self._drafted, self._accepted
+            )
