@@ -1,0 +1,150 @@
+"""Prometheus metrics (one `CollectorRegistry` per app) and the periodic speculation log line.
+
+Counters are fed by the routers from each finished request's `RequestStats` and by the
+grammar step (compile time, cache hit/miss). `SpecStatsLogger` logs, every N seconds, the
+figures operators watch over the last interval: draft acceptance rate, accepted tokens per
+step, and efficiency (accepted ÷ proposed, per proposed position). This module knows nothing
+about HTTP or how the figures are produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+logger = logging.getLogger("specgate.gateway.stats")
+
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
+_COMPILE_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
+
+
+@dataclass
+class _Totals:
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    steps: int = 0
+    spec_steps: int = 0
+    completion_tokens: int = 0
+
+
+class GatewayMetrics:
+    """All metrics of one gateway app, registered in its own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "specgate_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=r
+        )
+        self.in_flight = Gauge("specgate_requests_in_flight", "Generations running", registry=r)
+        self.aborted = Counter(
+            "specgate_generations_aborted", "Generations cancelled (client disconnect or error)", registry=r
+        )
+        self.prompt_tokens = Counter("specgate_prompt_tokens", "Prompt tokens processed", registry=r)
+        self.completion_tokens = Counter(
+            "specgate_completion_tokens", "Completion tokens generated", registry=r
+        )
+        self.latency = Histogram(
+            "specgate_request_latency_seconds", "End-to-end generation latency", ["endpoint"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.ttft = Histogram(
+            "specgate_time_to_first_token_seconds", "Time to first generated token", ["endpoint"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.draft_tokens = Counter(
+            "specgate_spec_draft_tokens", "Draft tokens proposed for verification", registry=r
+        )
+        self.accepted_tokens = Counter(
+            "specgate_spec_accepted_tokens", "Draft tokens accepted by the rejection sampler", registry=r
+        )
+        self.spec_steps = Counter("specgate_spec_steps", "Target verification steps", registry=r)
+        self.acceptance_rate = Gauge(
+            "specgate_spec_acceptance_rate", "Accepted / drafted tokens since start", registry=r
+        )
+        self.accepted_length = Gauge(
+            "specgate_spec_mean_accepted_length", "Emitted tokens per target step since start", registry=r
+        )
+        self.grammar_compile = Histogram(
+            "specgate_grammar_compile_seconds", "Grammar compile time", buckets=_COMPILE_BUCKETS, registry=r
+        )
+        self.grammar_cache = Counter(
+            "specgate_grammar_cache", "Grammar compile cache lookups", ["result"], registry=r
+        )
+        self._totals = _Totals()
+
+    def record_generation(
+        self, *, prompt_tokens: int, completion_tokens: int, draft_tokens: int, accepted_tokens: int, steps: int
+    ) -> None:
+        self.prompt_tokens.inc(prompt_tokens)
+        self.completion_tokens.inc(completion_tokens)
+        self.draft_tokens.inc(draft_tokens)
+        self.accepted_tokens.inc(accepted_tokens)
+        self.spec_steps.inc(steps)
+        t = self._totals
+        t.draft_tokens += draft_tokens
+        t.accepted_tokens += accepted_tokens
+        t.steps += steps
+        t.completion_tokens += completion_tokens
+        self.acceptance_rate.set(t.accepted_tokens / t.draft_tokens if t.draft_tokens else 0.0)
+        self.accepted_length.set(t.completion_tokens / t.steps if t.steps else 0.0)
+
+    def totals(self) -> _Totals:
+        t = self._totals
+        return _Totals(t.draft_tokens, t.accepted_tokens, t.steps, t.spec_steps, t.completion_tokens)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def spec_summary(before: _Totals, after: _Totals, *, k: int) -> str | None:
+    """The periodic line for the interval between two totals, or None if nothing ran."""
+    drafted = after.draft_tokens - before.draft_tokens
+    accepted = after.accepted_tokens - before.accepted_tokens
+    steps = after.steps - before.steps
+    emitted = after.completion_tokens - before.completion_tokens
+    if steps <= 0:
+        return None
+    acceptance = accepted / drafted if drafted else 0.0
+    per_step = emitted / steps
+    efficiency = per_step / (k + 1) if k > 0 else 1.0
+    return (
+        f"speculation: draft acceptance rate {acceptance:.3f} ({accepted}/{drafted}), "
+        f"accepted tokens per step {per_step:.2f} ({emitted} tokens / {steps} steps), "
+        f"efficiency {acceptance:.3f} accepted/proposed, {efficiency:.3f} of k+1={k + 1} per step"
+    )
+
+
+class SpecStatsLogger:
+    """Background task logging `spec_summary` every `interval_s` seconds (when anything ran)."""
+
+    def __init__(self, metrics: GatewayMetrics, *, interval_s: float, k: int) -> None:
+        self._metrics = metrics
+        self._interval_s = interval_s
+        self._k = k
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._interval_s > 0:
+            self._task = asyncio.create_task(self._run(), name="specgate-stats-logger")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        before = self._metrics.totals()
+        while True:
+            await asyncio.sleep(self._interval_s)
+            after = self._metrics.totals()
+            line = spec_summary(before, after, k=self._k)
+            if line is not None:
+                logger.info(line)
+            before = after

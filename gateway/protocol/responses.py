@@ -1,0 +1,156 @@
+"""Builders for OpenAI response objects (plain dicts, exactly OpenAI's shapes).
+
+`usage()` folds per-choice engine statistics into `CompletionUsage` plus the specgate
+extension `usage.speculative = {draft_tokens, accepted_tokens, acceptance_rate, steps}`;
+with a `prediction`, `completion_tokens_details.accepted_prediction_tokens` /
+`rejected_prediction_tokens` come from the speculation figures. Knows nothing of engines
+beyond the duck-typed `RequestStats` fields it reads.
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def random_id(prefix: str, length: int = 24) -> str:
+    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+def tool_call_id() -> str:
+    return random_id("call_")
+
+
+def now() -> int:
+    return int(time.time())
+
+
+class StatsLike(Protocol):
+    prompt_tokens: int
+    completion_tokens: int
+    draft_tokens: int
+    accepted_tokens: int
+    steps: int
+
+
+def usage(
+    stats: Sequence[StatsLike],
+    *,
+    prompt_tokens: int,
+    with_prediction: bool = False,
+) -> dict[str, Any]:
+    """Usage over the choices of one request (the prompt is counted once)."""
+    completion = sum(s.completion_tokens for s in stats)
+    drafted = sum(s.draft_tokens for s in stats)
+    accepted = sum(s.accepted_tokens for s in stats)
+    steps = sum(s.steps for s in stats)
+    details: dict[str, int] = {"reasoning_tokens": 0, "audio_tokens": 0}
+    if with_prediction:
+        details["accepted_prediction_tokens"] = accepted
+        details["rejected_prediction_tokens"] = drafted - accepted
+    else:
+        details["accepted_prediction_tokens"] = 0
+        details["rejected_prediction_tokens"] = 0
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": prompt_tokens + completion,
+        "completion_tokens_details": details,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "speculative": {
+            "draft_tokens": drafted,
+            "accepted_tokens": accepted,
+            "acceptance_rate": (accepted / drafted) if drafted else 0.0,
+            "steps": steps,
+        },
+    }
+
+
+def chat_completion(
+    *, request_id: str, created: int, model: str, choices: list[dict[str, Any]], usage: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "id": request_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": choices,
+        "usage": usage,
+        "system_fingerprint": "specgate",
+    }
+
+
+def chat_choice(
+    *, index: int, content: str | None, tool_calls: list[dict[str, Any]] | None, finish_reason: str
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {"index": index, "message": message, "logprobs": None, "finish_reason": finish_reason}
+
+
+def tool_call(*, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def chat_chunk(
+    *,
+    request_id: str,
+    created: int,
+    model: str,
+    choices: list[dict[str, Any]],
+    usage: dict[str, Any] | None = None,
+    include_usage_key: bool = False,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": request_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "system_fingerprint": "specgate",
+        "choices": choices,
+    }
+    if usage is not None or include_usage_key:
+        out["usage"] = usage
+    return out
+
+
+def chunk_choice(*, index: int, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    return {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+
+
+def text_completion(
+    *,
+    request_id: str,
+    created: int,
+    model: str,
+    choices: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "system_fingerprint": "specgate",
+        "choices": choices,
+    }
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def text_choice(*, index: int, text: str, finish_reason: str | None) -> dict[str, Any]:
+    return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+
+
+def model_card(model_id: str, *, created: int, root: str | None = None) -> dict[str, Any]:
+    card: dict[str, Any] = {"id": model_id, "object": "model", "created": created, "owned_by": "specgate"}
+    if root is not None:
+        card["root"] = root
+    return card

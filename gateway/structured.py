@@ -1,0 +1,53 @@
+"""Structured output for one request: body → `grammars.GrammarSpec` → compiled grammar.
+
+Contract: `spec_from_request` reads `response_format`, `structured_outputs`, legacy `guided_*`
+and `tools`/`tool_choice`/`parallel_tool_calls`; any `GrammarError` (unsupported keyword,
+bad regex/grammar, unknown tool) becomes a 400 with the error's message and `param`. A
+compile failure is never answered with unconstrained text. Compile time and cache hit/miss
+go to the app's metrics. Knows nothing of sampling or HTTP framing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gateway.errors import APIError
+from gateway.metrics import GatewayMetrics
+from grammars import GrammarError, spec_from_request
+
+
+def grammar_error(exc: GrammarError) -> APIError:
+    return APIError(exc.message, param=exc.param, code="invalid_grammar")
+
+
+async def compile_for_request(body: dict[str, Any], *, compiler: Any, metrics: GatewayMetrics) -> Any | None:
+    """The compiled grammar the request asks for, or None when it asks for none."""
+    try:
+        spec = spec_from_request(body)
+    except GrammarError as exc:
+        raise grammar_error(exc) from exc
+    if spec is None:
+        return None
+    hits_before = _cache_hits(compiler)
+    started = time.perf_counter()
+    try:
+        compiled = await compiler.compile_async(spec)
+    except GrammarError as exc:
+        raise grammar_error(exc) from exc
+    metrics.grammar_compile.observe(time.perf_counter() - started)
+    hits_after = _cache_hits(compiler)
+    if hits_before is not None and hits_after is not None:
+        metrics.grammar_cache.labels(result="hit" if hits_after > hits_before else "miss").inc()
+    return compiled
+
+
+def _cache_hits(compiler: Any) -> int | None:
+    stats = getattr(compiler, "cache_stats", None)
+    if stats is None:
+        return None
+    value = stats() if callable(stats) else stats
+    hits = getattr(value, "hits", None)
+    if hits is None and isinstance(value, dict):
+        hits = value.get("hits")
+    return int(hits) if hits is not None else None
