@@ -2,4 +2,28 @@
 
 Knows tokenizers and the packed int32 bitmask format; knows nothing of sampling, engines or
 HTTP (never imports `sampler`, `engine` or `gateway`).
+
+    spec = spec_from_request(body)                      # GrammarSpec | None; GrammarError
+    compiler = GrammarCompiler(tokenizer, vocab_size=151936)
+    compiled = compiler.compile(spec)                   # or await compiler.compile_async(spec)
+    matcher = compiled.matcher()                        # one per request
 """
+
+from grammars.compiler import CacheInfo, CompiledGrammar, GrammarCompiler
+from grammars.errors import GrammarError
+from grammars.matcher import Matcher
+from grammars.request import spec_from_request
+from grammars.spec import GrammarSpec
+from grammars.tools import ParsedToolCall, parse_tool_calls
+
+__all__ = [
+    "CacheInfo",
+    "CompiledGrammar",
+    "GrammarCompiler",
+    "GrammarError",
+    "GrammarSpec",
+    "Matcher",
+    "ParsedToolCall",
+    "parse_tool_calls",
+    "spec_from_request",
+]

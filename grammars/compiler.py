@@ -1,0 +1,210 @@
+"""GrammarCompiler: GrammarSpec → CompiledGrammar, with a byte-bounded LRU cache and a timeout.
+
+Contract:
+- One compiler per (tokenizer, backend): the backend's tokenizer tables (xgrammar
+  TokenizerInfo ≈1.1 s on Qwen, the outlines Vocabulary) are built once, in __init__.
+- `compile(spec)` returns a CompiledGrammar or raises GrammarError (bad grammar, kind the
+  backend does not support, or compilation past `compile_timeout_s`). A timed-out compile
+  keeps running in its worker thread but its result is discarded, never half-used.
+- `compile_async(spec)` does the same in a worker thread, keeping the event loop free.
+- The cache key is (tokenizer fingerprint, backend, vocab_size, stop ids, max_whitespace,
+  spec); entries are evicted least-recently-used once their summed size passes
+  `cache_bytes`; `cache_info()` reports hits, misses, entries and bytes. A grammar larger
+  than the whole budget is returned but not cached.
+- `vocab_size` is the model's logits width (151,936 for Qwen2.5); mask rows have
+  ceil(vocab_size/32) int32 words and ids the tokenizer lacks are never allowed.
+
+Knows nothing of sampling, engines or HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from grammars.errors import GrammarError
+from grammars.matcher import Matcher
+from grammars.spec import GrammarSpec
+
+_STOP_TOKEN_NAMES = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "</s>", "<|eos|>")
+
+
+@dataclass(frozen=True, slots=True)
+class CacheInfo:
+    hits: int
+    misses: int
+    entries: int
+    bytes: int
+    max_bytes: int
+
+
+@dataclass(eq=False)
+class CompiledGrammar:
+    """A compiled grammar; cheap to share across requests, `matcher()` per request."""
+
+    spec: GrammarSpec
+    backend: str
+    memory_bytes: int
+    compile_time_s: float
+    _handle: Any = field(repr=False)
+    _compiler: GrammarCompiler = field(repr=False)
+
+    def matcher(self) -> Matcher:
+        return self._compiler._backend.matcher(self._handle, encode=self._compiler.encode)
+
+
+def default_stop_token_ids(tokenizer: Any) -> list[int]:
+    """EOS plus the usual end-of-turn tokens the tokenizer has (Qwen: <|im_end|>, <|endoftext|>)."""
+    ids: list[int] = []
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if isinstance(eos, int):
+        ids.append(eos)
+    added = {token.content: token_id
+             for token_id, token in getattr(tokenizer, "added_tokens_decoder", {}).items()}
+    for name in _STOP_TOKEN_NAMES:  # only as added (control) tokens, never plain BPE pieces
+        token_id = added.get(name)
+        if token_id is not None and token_id not in ids:
+            ids.append(token_id)
+    return ids
+
+
+def tokenizer_fingerprint(tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> str:
+    digest = hashlib.sha256()
+    for token, token_id in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1]):
+        digest.update(f"{token_id}\x00{token}\x01".encode("utf-8", "surrogatepass"))
+    digest.update(f"V={vocab_size};stop={list(stop_token_ids)}".encode())
+    return digest.hexdigest()[:16]
+
+
+class GrammarCompiler:
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        backend: Literal["xgrammar", "outlines"] = "xgrammar",
+        vocab_size: int | None = None,
+        stop_token_ids: Sequence[int] | None = None,
+        cache_bytes: int = 256 * 1024 * 1024,
+        compile_timeout_s: float = 10.0,
+        max_whitespace: int = 16,
+        max_threads: int = 2,
+    ) -> None:
+        if cache_bytes < 0 or compile_timeout_s <= 0 or max_whitespace < 0:
+            raise ValueError("cache_bytes, compile_timeout_s and max_whitespace must be positive")
+        self.tokenizer = tokenizer
+        tokenizer_size = max(len(tokenizer), max(tokenizer.get_vocab().values()) + 1)
+        self.vocab_size = int(vocab_size if vocab_size is not None else tokenizer_size)
+        if self.vocab_size < tokenizer_size:
+            raise ValueError(
+                f"vocab_size {self.vocab_size} is smaller than the tokenizer ({tokenizer_size})"
+            )
+        self.stop_token_ids = tuple(
+            stop_token_ids if stop_token_ids is not None else default_stop_token_ids(tokenizer)
+        )
+        self.backend_name = backend
+        self.cache_bytes = cache_bytes
+        self.compile_timeout_s = compile_timeout_s
+        self.max_whitespace = max_whitespace
+        self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
+        self._backend: Any
+        if backend == "xgrammar":
+            from grammars.backends.xgrammar_backend import XGrammarBackend
+
+            self._backend = XGrammarBackend(
+                tokenizer, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids,
+                max_whitespace=max_whitespace, max_threads=max_threads,
+            )
+        elif backend == "outlines":
+            from grammars.backends.outlines_backend import OutlinesBackend
+
+            self._backend = OutlinesBackend(
+                tokenizer, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids,
+                max_whitespace=max_whitespace,
+            )
+        else:
+            raise GrammarError(f"unknown grammar backend {backend!r} (xgrammar | outlines)")
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_threads, thread_name_prefix="grammar-compile"
+        )
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[Any, ...], CompiledGrammar] = OrderedDict()
+        self._cache_used = 0
+        self._hits = 0
+        self._misses = 0
+
+    @property
+    def supported_kinds(self) -> frozenset[str]:
+        return frozenset(self._backend.supported_kinds)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _key(self, spec: GrammarSpec) -> tuple[Any, ...]:
+        return (self.fingerprint, self.backend_name, self.vocab_size, self.stop_token_ids,
+                self.max_whitespace, spec)
+
+    def compile(self, spec: GrammarSpec) -> CompiledGrammar:
+        if not isinstance(spec, GrammarSpec):
+            raise TypeError(f"compile() takes a GrammarSpec, got {type(spec).__name__}")
+        if spec.kind not in self._backend.supported_kinds:
+            raise GrammarError(
+                f"grammar kind '{spec.kind}' is not supported by the {self.backend_name} "
+                f"backend (supported: {', '.join(sorted(self._backend.supported_kinds))})"
+            )
+        key = self._key(spec)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                self._hits += 1
+                return cached
+            self._misses += 1
+        start = time.perf_counter()
+        future = self._executor.submit(self._backend.compile, spec)
+        try:
+            handle, size = future.result(timeout=self.compile_timeout_s)
+        except concurrent.futures.TimeoutError as exc:
+            raise GrammarError(
+                f"{spec.kind} grammar compilation exceeded {self.compile_timeout_s:g} s"
+            ) from exc
+        compiled = CompiledGrammar(spec, self.backend_name, size, time.perf_counter() - start,
+                                   handle, self)
+        self._insert(key, compiled)
+        return compiled
+
+    async def compile_async(self, spec: GrammarSpec) -> CompiledGrammar:
+        return await asyncio.to_thread(self.compile, spec)
+
+    def _insert(self, key: tuple[Any, ...], compiled: CompiledGrammar) -> None:
+        if compiled.memory_bytes > self.cache_bytes:
+            return
+        with self._lock:
+            if key in self._cache:
+                return
+            self._cache[key] = compiled
+            self._cache_used += compiled.memory_bytes
+            while self._cache_used > self.cache_bytes:
+                _, evicted = self._cache.popitem(last=False)
+                self._cache_used -= evicted.memory_bytes
+
+    def cache_info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, len(self._cache), self._cache_used,
+                             self.cache_bytes)
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self._cache_used = 0
+
+    def allocate_bitmask(self, rows: int) -> Any:  # -> int32 [rows, ceil(V/32)], all allowed
+        import torch
+
+        return torch.full((rows, (self.vocab_size + 31) // 32), -1, dtype=torch.int32)

@@ -1,0 +1,123 @@
+"""JSON-Schema policy: which keywords the grammar backends enforce, and the strict check.
+
+Contract:
+- `check_strict_schema(schema, *, param)` raises GrammarError naming the first keyword (or
+  `format` value) that no backend grammar can enforce, with the JSON pointer of the
+  subschema that holds it, e.g. ``unsupported keyword 'not' at /properties/foo``. It is run
+  for every request with `strict: true` (response_format json_schema, strict tools); such a
+  request is refused, never silently loosened.
+- Non-strict requests are best effort, by these documented rules:
+  1. every keyword in ENFORCED is enforced exactly as JSON Schema 2020-12 says (with
+     `additionalProperties` / `items` defaulting to "anything", as the standard says);
+  2. keywords in UNENFORCED are ignored: the output satisfies the schema with those
+     keywords deleted (so `oneOf` behaves as `anyOf`, `allOf` with several members may
+     not be fully enforced, `not` / `if`-`then`-`else` / `uniqueItems` / `contains` /
+     `dependent*` / `unevaluatedProperties` are dropped, unknown `format`s accept any string);
+  3. unknown keywords are annotations (JSON Schema's own rule) and ignored;
+  4. whitespace between JSON tokens is bounded (the compiler's `max_whitespace`), never
+     unbounded (vLLM #38696);
+  5. a schema the backend cannot compile at all (remote `$ref`, contradictory bounds) is a
+     GrammarError, never an unconstrained fallback.
+- These tables were measured against xgrammar 0.2.8 (each keyword with an instance that
+  violates only that keyword); the outlines backend enforces a subset and checks its own.
+
+Knows nothing of tokenizers or of how the grammar is compiled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from grammars.errors import GrammarError
+
+ENFORCED = frozenset(
+    {
+        "type", "enum", "const", "properties", "required", "additionalProperties",
+        "patternProperties", "propertyNames", "minProperties", "maxProperties", "items",
+        "prefixItems", "minItems", "maxItems", "unevaluatedItems", "minLength", "maxLength",
+        "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+        "multipleOf", "anyOf", "$ref", "$defs", "definitions", "$dynamicRef",
+        "$dynamicAnchor", "$anchor", "$id", "$schema", "$comment", "title", "description",
+        "default", "examples", "readOnly", "writeOnly", "deprecated",
+    }
+)
+UNENFORCED = frozenset(
+    {
+        "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+        "contains", "minContains", "maxContains", "unevaluatedProperties", "contentMediaType",
+        "contentEncoding", "contentSchema", "uniqueItems", "oneOf", "allOf", "additionalItems",
+    }
+)
+ENFORCED_FORMATS = frozenset(
+    {
+        "date", "time", "date-time", "duration", "email", "uuid", "ipv4", "ipv6", "hostname",
+        "uri", "uri-reference", "uri-template", "json-pointer", "relative-json-pointer",
+    }
+)
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
+_SCHEMA_SINGLE = (
+    "items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
+    "unevaluatedItems", "unevaluatedProperties", "additionalItems", "contentSchema",
+)
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def iter_subschemas(schema: Any, pointer: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """(pointer, subschema) for every object subschema, the root first."""
+    if not isinstance(schema, dict):
+        return
+    yield pointer, schema
+    for key in _SCHEMA_MAPS:
+        value = schema.get(key)
+        if isinstance(value, dict):
+            for name, sub in value.items():
+                yield from iter_subschemas(sub, f"{pointer}/{_escape(key)}/{_escape(name)}")
+    for key in _SCHEMA_LISTS:
+        value = schema.get(key)
+        if isinstance(value, list):
+            for index, sub in enumerate(value):
+                yield from iter_subschemas(sub, f"{pointer}/{key}/{index}")
+    for key in _SCHEMA_SINGLE:
+        value = schema.get(key)
+        if isinstance(value, dict):
+            yield from iter_subschemas(value, f"{pointer}/{key}")
+        elif key == "items" and isinstance(value, list):  # draft-7 tuple form
+            for index, sub in enumerate(value):
+                yield from iter_subschemas(sub, f"{pointer}/items/{index}")
+
+
+def _unenforced_here(sub: dict[str, Any]) -> str | None:
+    for key, value in sub.items():
+        if key not in UNENFORCED:
+            continue
+        if key == "uniqueItems" and value is not True:
+            continue
+        if key in ("oneOf", "allOf") and isinstance(value, list) and len(value) <= 1:
+            continue
+        return key
+    return None
+
+
+def check_strict_schema(schema: Any, *, param: str | None = None) -> None:
+    """Raise GrammarError for the first keyword a strict request cannot have enforced."""
+    if isinstance(schema, bool):
+        return
+    if not isinstance(schema, dict):
+        raise GrammarError("a JSON schema must be an object or a boolean", param=param)
+    for pointer, sub in iter_subschemas(schema):
+        where = pointer or "/"
+        key = _unenforced_here(sub)
+        if key is not None:
+            raise GrammarError(f"unsupported keyword '{key}' at {where}", param=param)
+        fmt = sub.get("format")
+        if fmt is not None and fmt not in ENFORCED_FORMATS:
+            raise GrammarError(f"unsupported format '{fmt}' at {where}/format", param=param)
+        ref = sub.get("$ref")
+        if isinstance(ref, str) and not ref.startswith("#"):
+            raise GrammarError(f"unsupported remote $ref '{ref}' at {where}", param=param)

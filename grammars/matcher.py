@@ -1,0 +1,181 @@
+"""Matcher: one request's grammar state, backend-neutral (the per-request object).
+
+Contract (every backend):
+- `accept_token(tok)` advances and returns True, or returns False and leaves the state
+  unchanged: for a token the grammar refuses, an id outside [0, vocab_size) (e.g. a −1
+  placeholder), or any token once terminated. Never raises for those (vLLM #27969,
+  SGLang's `!terminated_` assertion).
+- A stop token is accepted exactly when the grammar is complete (`can_stop()`); accepting it
+  terminates the matcher. Stop tokens are handled here, not by the backend, so every
+  backend terminates the same way and rollback across a stop token is exact.
+- `rollback(n)` undoes the last n accepted tokens (stop tokens included); n larger than the
+  number of tokens accepted is a ValueError.
+- `fill_mask(bitmask, row)` writes the allowed set into `bitmask[row]` (int32
+  `[rows, ceil(V/32)]`, CPU). Once terminated the row allows only the stop tokens (the
+  engine should not ask; this keeps the row non-empty rather than crashing).
+- `fill_masks(bitmask, draft_tokens, start_row=)`: row i (i = 0..K) is the mask after the
+  first i drafts; it stops after the row of the first refused draft and after the row of a
+  draft that terminates the grammar (a stop token); returns rows filled; the state is
+  unchanged afterwards (advance, then roll back exactly the advances).
+- `validate(tokens)` is the longest acceptable prefix length; state unchanged.
+
+Knows nothing of sampling, engines or HTTP; does not import torch except for the mask type.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+
+import torch
+
+_STOP = -1  # marker in the history for an accepted stop token
+
+
+class Matcher(ABC):
+    """Backend-neutral per-request grammar state. Build via `CompiledGrammar.matcher()`."""
+
+    def __init__(
+        self,
+        *,
+        vocab_size: int,
+        stop_token_ids: Sequence[int],
+        encode: Callable[[str], list[int]],
+    ) -> None:
+        self.vocab_size = vocab_size
+        self.stop_token_ids = tuple(stop_token_ids)
+        self._stop_set = frozenset(stop_token_ids)
+        self._encode = encode
+        self._history: list[int] = []
+        self._terminated = False
+
+    # -- backend primitives -------------------------------------------------------------
+    @abstractmethod
+    def _accept(self, token_id: int) -> bool: ...
+
+    @abstractmethod
+    def _rollback(self, num_tokens: int) -> None: ...
+
+    @abstractmethod
+    def _fill(self, bitmask: torch.Tensor, row: int) -> None:
+        """Write the allowed set (stop tokens allowed iff complete) into bitmask[row]."""
+
+    @abstractmethod
+    def _is_complete(self) -> bool: ...
+
+    def _jump_forward(self) -> str:
+        return ""
+
+    # -- public API ----------------------------------------------------------------------
+    @property
+    def num_accepted(self) -> int:
+        return len(self._history)
+
+    def accept_token(self, token_id: int) -> bool:
+        token_id = int(token_id)
+        if self._terminated or not 0 <= token_id < self.vocab_size:
+            return False
+        if token_id in self._stop_set:
+            if not self._is_complete():
+                return False
+            self._terminated = True
+            self._history.append(_STOP)
+            return True
+        if not self._accept(token_id):
+            return False
+        self._history.append(token_id)
+        return True
+
+    def accept_text(self, text: str) -> bool:
+        """Feed the tokens of `text`; False at the first refused token (earlier ones stay)."""
+        return all(self.accept_token(token) for token in self._encode(text))
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens < 0 or num_tokens > len(self._history):
+            raise ValueError(
+                f"cannot roll back {num_tokens} tokens: {len(self._history)} accepted"
+            )
+        backend_tokens = 0
+        for _ in range(num_tokens):
+            if self._history.pop() == _STOP:
+                self._terminated = False
+            else:
+                backend_tokens += 1
+        if backend_tokens:
+            self._rollback(backend_tokens)
+
+    def validate(self, tokens: Sequence[int]) -> int:
+        accepted = 0
+        for token in tokens:
+            if not self.accept_token(token):
+                break
+            accepted += 1
+        self.rollback(accepted)
+        return accepted
+
+    def can_stop(self) -> bool:
+        return not self._terminated and self._is_complete()
+
+    def is_terminated(self) -> bool:
+        return self._terminated
+
+    def jump_forward_text(self) -> str:
+        """The longest text every continuation must start with ("" when terminated)."""
+        return "" if self._terminated else self._jump_forward()
+
+    def fill_mask(self, bitmask: torch.Tensor, row: int = 0) -> None:  # bitmask [R, W] int32
+        self._check_bitmask(bitmask, row)
+        if self._terminated:
+            self._fill_stop_only(bitmask, row)
+        else:
+            self._fill(bitmask, row)
+
+    def fill_masks(
+        self, bitmask: torch.Tensor, draft_tokens: Sequence[int], *, start_row: int = 0
+    ) -> int:  # bitmask [R, W] int32, R >= start_row + len(draft_tokens) + 1
+        """Masks for K drafts: row start_row+i is the mask after drafts[:i], i = 0..K.
+
+        Advances through the drafts and rolls back exactly the advances. Stops after the
+        row of the first draft the grammar refuses (its row is needed to resample there),
+        and after the row whose draft terminates the grammar (no rows past a stop token).
+        Returns the number of rows filled; the matcher state is unchanged.
+        """
+        self._check_bitmask(bitmask, start_row + len(draft_tokens))
+        if self._terminated:
+            return 0
+        advanced = 0
+        rows = 0
+        try:
+            for index in range(len(draft_tokens) + 1):
+                self._fill(bitmask, start_row + index)
+                rows += 1
+                if index == len(draft_tokens):
+                    break
+                if not self.accept_token(int(draft_tokens[index])):
+                    break
+                advanced += 1
+                if self._terminated:
+                    break
+        finally:
+            self.rollback(advanced)
+        return rows
+
+    # -- helpers -------------------------------------------------------------------------
+    def _check_bitmask(self, bitmask: torch.Tensor, last_row: int) -> None:
+        words = (self.vocab_size + 31) // 32
+        if bitmask.dtype != torch.int32 or bitmask.dim() != 2 or bitmask.shape[1] != words:
+            raise ValueError(
+                f"bitmask must be int32 [rows, {words}], got {bitmask.dtype} "
+                f"{list(bitmask.shape)}"
+            )
+        if bitmask.device.type != "cpu" or not bitmask.is_contiguous():
+            raise ValueError("bitmask must be a contiguous CPU tensor")
+        if not 0 <= last_row < bitmask.shape[0]:
+            raise ValueError(f"row {last_row} out of range for {bitmask.shape[0]} rows")
+
+    def _fill_stop_only(self, bitmask: torch.Tensor, row: int) -> None:
+        bitmask[row].zero_()
+        for token in self.stop_token_ids:
+            word, bit = divmod(token, 32)
+            value = int(bitmask[row, word]) | (1 << bit)
+            bitmask[row, word] = value - (1 << 32) if value >= 1 << 31 else value
