@@ -21,7 +21,7 @@ from engine.models.errors import (
     TokenizerMismatchError,
 )
 from engine.models.loading import load_model
-from engine.models.pull import pull
+from engine.models.pulling import pull
 from engine.models.registry import REGISTRY, ModelSpec, registered_names
 from engine.models.resolve import resolve_model
 from engine.models.tokenizer_compat import check_tokenizer_compat

@@ -55,7 +55,7 @@ def convert_gguf(
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=filename)
         check_chat_template(tokenizer, needs_tools=needs_tools, name=name)
-        model = AutoModelForCausalLM.from_pretrained(
+        model: Any = AutoModelForCausalLM.from_pretrained(
             directory, gguf_file=filename, dtype=torch.bfloat16
         )
     except PullError:

@@ -32,7 +32,7 @@ def load_model(
     directory = pathlib.Path(path)
     if not (directory / "config.json").is_file():
         raise FileNotFoundError(f"{directory} is not a model directory (no config.json)")
-    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtypes[dtype])
+    model: Any = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtypes[dtype])
     model = model.to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(directory))
     return model, tokenizer

@@ -14,7 +14,7 @@ import pathlib
 
 from engine.models.cache import model_dir, read_manifest
 from engine.models.errors import ModelNotFoundError, ModelNotPulledError
-from engine.models.pull import pull as pull_model
+from engine.models.pulling import pull as pull_model
 from engine.models.registry import REGISTRY, registered_names
 
 _TRUTHY = {"1", "true", "yes", "on"}
