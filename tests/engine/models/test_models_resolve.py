@@ -60,6 +60,8 @@ def test_load_model_tiny(tiny_target_dir: pathlib.Path) -> None:
     assert tokenizer.eos_token == "<|im_end|>"
     model_bf16, _ = load_model(tiny_target_dir)
     assert next(model_bf16.parameters()).dtype == torch.bfloat16
+    model_half, _ = load_model(tiny_target_dir, dtype=torch.float16)  # a torch dtype works too
+    assert next(model_half.parameters()).dtype == torch.float16
 
 
 def test_load_model_bad_arguments(tmp_path: pathlib.Path, tiny_target_dir: pathlib.Path) -> None:
