@@ -58,7 +58,7 @@ def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     words = bitmask[:, : num_words(vocab_size)]  # [R, W']
     shifts = torch.arange(BITS_PER_WORD, dtype=torch.int32, device=bitmask.device)  # [32]
     bits = (words.unsqueeze(-1) >> shifts) & 1  # [R, W', 32]; arithmetic shift, &1 keeps bit j
-    allowed = bits.reshape(rows, -1).bool()  # [R, 32*W']
+    allowed = bits.reshape(rows, words.shape[1] * BITS_PER_WORD).bool()  # [R, 32*W']
     if allowed.shape[1] >= vocab_size:
         return allowed[:, :vocab_size]
     missing = torch.zeros(

@@ -70,10 +70,10 @@ def _validate(
     return [
         (
             "temperature must be >= 0 and finite",
-            ~(torch.isfinite(temperature) & (temperature >= 0)).any(),
+            (~(torch.isfinite(temperature) & (temperature >= 0))).any(),
         ),
-        ("top_p must be in (0, 1]", ~((top_p > 0) & (top_p <= 1)).any()),
-        ("min_p must be in [0, 1]", ~((min_p >= 0) & (min_p <= 1)).any()),
+        ("top_p must be in (0, 1]", (~((top_p > 0) & (top_p <= 1))).any()),
+        ("min_p must be in [0, 1]", (~((min_p >= 0) & (min_p <= 1))).any()),
     ]
 
 
