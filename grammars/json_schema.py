@@ -121,3 +121,11 @@ def check_strict_schema(schema: Any, *, param: str | None = None) -> None:
         ref = sub.get("$ref")
         if isinstance(ref, str) and not ref.startswith("#"):
             raise GrammarError(f"unsupported remote $ref '{ref}' at {where}", param=param)
+
+
+def check_refs_local(schema: Any) -> None:
+    """Raise GrammarError for a `$ref` outside the document (rule 5: never dropped silently)."""
+    for pointer, sub in iter_subschemas(schema):
+        ref = sub.get("$ref")
+        if isinstance(ref, str) and not ref.startswith("#"):
+            raise GrammarError(f"unsupported remote $ref '{ref}' at {pointer or '/'}")

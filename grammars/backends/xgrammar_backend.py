@@ -20,6 +20,7 @@ import torch
 import xgrammar as xgr
 
 from grammars.errors import GrammarError
+from grammars.json_schema import check_refs_local
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.sql import sql_ebnf
@@ -106,6 +107,7 @@ class XGrammarBackend:
         if kind == "json_object":
             return self._compiler.compile_json_schema('{"type": "object"}', **json_options)
         if kind == "json_schema":
+            check_refs_local(spec.source_json)
             return self._compiler.compile_json_schema(spec.source, **json_options)
         if kind == "regex":
             return self._compiler.compile_regex(spec.source)

@@ -1,0 +1,72 @@
+"""SQL grammars: generic sqlite and schema-aware (tables/columns from the schema)."""
+
+from __future__ import annotations
+
+import json
+
+from grammars import spec_from_request
+from grammars.sql import parse_sql_schema
+
+DDL = """
+CREATE TABLE "singer" ("Singer_ID" INT, "Name" TEXT, "Age" INT, PRIMARY KEY ("Singer_ID"));
+CREATE TABLE concert (concert_ID int, concert_Name text, Year text, Stadium_ID int,
+  FOREIGN KEY (Stadium_ID) REFERENCES stadium(Stadium_ID));
+"""
+
+
+def sql_matcher(compiler, schema):  # type: ignore[no-untyped-def]
+    sql = {"dialect": "sqlite"} if schema is None else {"schema": schema}
+    return compiler.compile(spec_from_request({"response_format": {"type": "sql", "sql": sql}}))
+
+
+def accepts(compiled, query: str) -> bool:  # type: ignore[no-untyped-def]
+    matcher = compiled.matcher()
+    return matcher.accept_text(query) and matcher.can_stop()
+
+
+def test_parse_ddl() -> None:
+    assert parse_sql_schema(DDL) == {"singer": ["Singer_ID", "Name", "Age"],
+                                     "concert": ["concert_ID", "concert_Name", "Year",
+                                                 "Stadium_ID"]}
+
+
+def test_schema_aware_accepts_schema_names(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
+    compiled = sql_matcher(xgr_compiler, DDL)
+    for query in (
+        "SELECT name, age FROM singer",
+        "select T1.Name , count(*) from SINGER as T1 join concert as T2 on T1.Singer_ID = "
+        "T2.concert_ID group by T1.Name order by count(*) desc limit 3;",
+        "SELECT \"Name\" FROM singer WHERE Age BETWEEN 20 AND 30 AND Name LIKE 'A%'",
+        "SELECT Name FROM singer WHERE Singer_ID NOT IN (SELECT Stadium_ID FROM concert)",
+        "SELECT avg(Age) , max(Age) FROM singer UNION SELECT 1, 2 FROM concert",
+    ):
+        assert accepts(compiled, query), query
+
+
+def test_schema_aware_refuses_names_outside_schema(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
+    compiled = sql_matcher(xgr_compiler, {"tables": {"singer": ["Name", "Age"]}})
+    assert accepts(compiled, "SELECT Name FROM singer")
+    assert not compiled.matcher().accept_text("SELECT Name FROM teacher")
+    assert not compiled.matcher().accept_text("SELECT salary FROM singer")
+    assert not compiled.matcher().accept_text("SELECT T1.salary FROM singer AS T1")
+    assert not accepts(compiled, "DROP TABLE singer")
+
+
+def test_generic_sql(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
+    compiled = sql_matcher(xgr_compiler, None)
+    assert accepts(compiled, "SELECT anything FROM whatever WHERE x = 'y' LIMIT 5;")
+    assert not accepts(compiled, "SELECT FROM")
+    assert not compiled.matcher().accept_text("DELETE FROM t")
+    matcher = compiled.matcher()
+    assert matcher.accept_text("SELECT a FROM t WHERE a =")
+    assert not matcher.accept_text(" " * 20)  # bounded whitespace
+
+
+def test_spider_dev_smoke(xgr_compiler, data_dir) -> None:  # type: ignore[no-untyped-def]
+    spider = data_dir / "text2sql" / "spider"
+    examples = json.loads((spider / "dev.json").read_text())[:40]
+    accepted = 0
+    for example in examples:
+        ddl = (spider / "ddl" / f"{example['db_id']}.sql").read_text()
+        accepted += accepts(sql_matcher(xgr_compiler, ddl), example["query"])
+    assert accepted >= 36, accepted
