@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from grammars import CompiledGrammar
-
     from engine.stats import RequestStats
+    from grammars import CompiledGrammar
 
 DrafterName = Literal["model", "ngram", "forced", "none"]
 FinishReason = Literal["stop", "length"]

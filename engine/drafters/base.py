@@ -1,0 +1,97 @@
+"""The drafter contract: propose up to K draft tokens for one sequence, leaving its matcher
+in the state it found it.
+
+`Proposal.draft_probs` is the q the rejection sampler must use: float32 [n, V] from a
+model drafter (masked or raw, as drafted), or None for model-free drafts (q = one-hot).
+Masked drafters never propose a token the grammar refuses and stop after a token that
+terminates the grammar (or, without a grammar, after a stop token). An unmasked drafter may
+end its proposal with ONE refused token (`ends_refused`), which verification rejects with
+certainty (p = 0 there) and replaces by a recovered token from norm((p - q)+): keeping it,
+rather than truncating, is what keeps the output law exact for sampled raw drafts.
+
+`walk_forced_and_lookup` is the shared loop of model-free drafters: at each position a
+grammar-forced token (mask allows exactly one) is proposed for free, else the drafter's
+next guess if the grammar allows it; the first refused guess ends the proposal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+
+from engine.masks import forced_token, token_allowed
+
+if TYPE_CHECKING:
+    from engine.sequence import Sequence
+
+
+@dataclass
+class Proposal:
+    token_ids: list[int]
+    draft_probs: torch.Tensor | None = None  # float32 [n, V]; None = one-hot at token_ids
+    ends_refused: bool = False               # the last token is refused by the grammar
+    forwards: int = 0                        # draft-model forwards spent
+
+
+EMPTY = Proposal(token_ids=[])
+
+
+class Drafter(Protocol):
+    name: str
+
+    def propose(self, seq: Sequence, *, k: int) -> Proposal: ...
+
+
+def walk_forced_and_lookup(
+    seq: Sequence, *, k: int, guess: Callable[[list[int]], list[int]] | None
+) -> Proposal:
+    """One-hot drafts: grammar-forced tokens, else `guess(drafts_so_far)` continuations.
+
+    `guess` returns the drafter's continuation after `seq.tokens + drafts` (possibly empty);
+    None means forced tokens only. Matcher state is restored before returning.
+    """
+    matcher = seq.matcher
+    drafts: list[int] = []
+    pending_guess: list[int] = []
+    advanced = 0
+    try:
+        while len(drafts) < k:
+            forced = None
+            row = None
+            if matcher is not None:
+                if matcher.is_terminated():
+                    break
+                row = seq.draft_bitmask[0]
+                matcher.fill_mask(seq.draft_bitmask, row=0)
+                forced = forced_token(row)
+            if forced is not None:
+                token = forced
+                if pending_guess and pending_guess[0] == token:
+                    pending_guess.pop(0)
+                else:
+                    pending_guess = []
+            else:
+                if guess is None:
+                    break
+                if not pending_guess:
+                    pending_guess = list(guess(drafts))[: k - len(drafts)]
+                if not pending_guess:
+                    break
+                token = pending_guess.pop(0)
+                if row is not None and not token_allowed(row, token):
+                    break  # truncate at the first refused guess
+            drafts.append(token)
+            if matcher is not None:
+                if not matcher.accept_token(token):
+                    drafts.pop()
+                    break
+                advanced += 1
+            elif token in seq.stop_token_ids and not seq.request.sampling.ignore_eos:
+                break
+    finally:
+        if matcher is not None and advanced:
+            matcher.rollback(advanced)
+    return Proposal(token_ids=drafts)
