@@ -43,11 +43,8 @@ async def compile_for_request(body: dict[str, Any], *, compiler: Any, metrics: G
 
 
 def _cache_hits(compiler: Any) -> int | None:
-    stats = getattr(compiler, "cache_stats", None)
-    if stats is None:
+    info = getattr(compiler, "cache_info", None)
+    if info is None:
         return None
-    value = stats() if callable(stats) else stats
-    hits = getattr(value, "hits", None)
-    if hits is None and isinstance(value, dict):
-        hits = value.get("hits")
+    hits = getattr(info(), "hits", None)
     return int(hits) if hits is not None else None
