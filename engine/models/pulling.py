@@ -111,6 +111,10 @@ def pull(
     from tqdm.auto import tqdm
 
     spec = spec_for(name)
+    if not progress:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     root = models_root(cache_dir)
     final = model_dir(name, cache_dir=cache_dir)
     with _name_lock(root, name):
