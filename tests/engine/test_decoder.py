@@ -1,0 +1,202 @@
+"""The speculative step on the tiny float32 pair: greedy identity, output law, grammar edges."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import torch
+
+from engine.types import GenerationError, GenerationRequest, PromptTooLongError, SamplingOptions
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 6}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+SCHEMA_BODY = {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA, "strict": True}}}
+REGEX_BODY = {"structured_outputs": {"regex": "(cat|dog|emu) (red|blue)"}}
+
+
+def _prompt(tokenizer: Any) -> list[int]:
+    return list(tokenizer.encode('Answer {"name": "bob", "age": 3} {"name": "bob", "age": 3}'))
+
+
+def _run(decoder: Any, prompt: list[int], **kwargs: Any) -> Any:
+    sampling = SamplingOptions(temperature=0.0, max_tokens=kwargs.pop("max_tokens", 24))
+    return decoder.generate(GenerationRequest("r", prompt, sampling, **kwargs))
+
+
+@pytest.fixture(scope="module")
+def greedy_reference(make_decoder: Any, compile_body: Any, tiny_pair: Any) -> list[int]:
+    seq = _run(make_decoder(drafter="none", k=0), _prompt(tiny_pair[2]), grammar=compile_body(SCHEMA_BODY))
+    assert seq.finish_reason in ("stop", "length")
+    return seq.output_ids
+
+
+@pytest.mark.parametrize(
+    "drafter,options",
+    [
+        ("model", {}),
+        ("model", {"draft_mask": False}),
+        ("model", {"draft_mask": False, "unmasked_mode": "sample"}),
+        ("ngram", {}),
+        ("forced", {}),
+        ("prediction", {}),
+    ],
+)
+def test_greedy_speculative_equals_greedy_plain(
+    drafter: str, options: dict[str, Any], make_decoder: Any, compile_body: Any, tiny_pair: Any,
+    greedy_reference: list[int],
+) -> None:
+    extra: dict[str, Any] = {}
+    if drafter == "prediction":  # Predicted Outputs ride on any drafter but "none"
+        drafter, extra = "forced", {"prediction": '{"name": "bob", "age": 3}'}
+    decoder = make_decoder(drafter=drafter, k=4, **options)
+    seq = _run(decoder, _prompt(tiny_pair[2]), grammar=compile_body(SCHEMA_BODY), **extra)
+    assert seq.output_ids == greedy_reference
+    assert seq.stats.steps < len(greedy_reference) or drafter == "model"  # speculation did something
+    if drafter != "model" or options.get("draft_mask", True):
+        assert seq.stats.draft_tokens > 0
+
+
+def test_masked_draft_never_proposes_invalid_tokens(make_decoder: Any, compile_body: Any, tiny_pair: Any) -> None:
+    decoder = make_decoder(drafter="model", k=4)
+    request = GenerationRequest("r", _prompt(tiny_pair[2]), SamplingOptions(temperature=1.0, seed=3, max_tokens=30),
+                                grammar=compile_body(SCHEMA_BODY))
+    seq = decoder.new_sequence(request)
+    proposals = 0
+    while not seq.finished:
+        proposal = seq.drafter.propose(seq, k=4)
+        assert seq.matcher.validate(proposal.token_ids) == len(proposal.token_ids)
+        assert seq.matcher.num_accepted == len(seq.output_ids)  # state restored
+        proposals += len(proposal.token_ids)
+        decoder.step(seq, k=4)
+    assert proposals > 0
+    assert seq.matcher.is_terminated() or seq.finish_reason == "length"
+
+
+@pytest.mark.slow  # ~0.25 s per sample on 2 loaded cores: the sampler ops run over V = 151,936
+def test_law_of_first_two_tokens_matches_plain_masked_sampling(
+    make_decoder: Any, compile_body: Any, tiny_pair: Any
+) -> None:
+    """Chi-square goodness of fit of speculative (masked draft, K=2, T=1) samples of the first
+    two tokens against the exact law of plain masked sampling from the target."""
+    from scipy.stats import chisquare
+
+    from sampler import probs_from_logits
+
+    target, _, tokenizer = tiny_pair
+    grammar = compile_body(REGEX_BODY)
+    prompt = list(tokenizer.encode("Pick one:"))
+    plain = make_decoder(drafter="none", k=0)
+    # exact law: p(t1) p(t2 | t1) under the grammar mask, T = 1
+    seq = plain.new_sequence(GenerationRequest("x", prompt, SamplingOptions(), grammar=grammar))
+    seq.matcher.fill_mask(seq.bitmask, row=0)
+    p1 = probs_from_logits(seq.target_kv.extend(prompt), bitmask=seq.bitmask[:1])[0]
+    law: dict[tuple[int, int], float] = {}
+    for t1 in torch.nonzero(p1).flatten().tolist():
+        assert seq.matcher.accept_token(t1)
+        seq.matcher.fill_mask(seq.bitmask, row=1)
+        seq.target_kv.sync_to(prompt)
+        p2 = probs_from_logits(seq.target_kv.extend([t1]), bitmask=seq.bitmask[1:2])[0]
+        for t2 in torch.nonzero(p2).flatten().tolist():
+            law[(t1, t2)] = float(p1[t1] * p2[t2])
+        seq.matcher.rollback(1)
+    spec = make_decoder(drafter="model", k=2)
+    samples = 300
+    counts: Counter[tuple[int, int]] = Counter()
+    for i in range(samples):
+        s = spec.new_sequence(GenerationRequest(str(i), prompt, SamplingOptions(seed=i, max_tokens=2), grammar=grammar))
+        while len(s.output_ids) < 2:
+            spec.step(s, k=2)
+        counts[tuple(s.output_ids[:2])] += 1  # type: ignore[index]
+        s.free()
+    assert set(counts) <= set(law), "speculation emitted a pair plain masked sampling cannot"
+    cells = sorted(law, key=lambda c: -law[c])
+    expected = [law[c] * samples for c in cells]
+    # pool the rare cells so every expected count is >= 5
+    observed_pooled, expected_pooled, acc_o, acc_e = [], [], 0.0, 0.0
+    for cell, e in zip(cells, expected, strict=True):
+        if e >= 5:
+            observed_pooled.append(counts[cell])
+            expected_pooled.append(e)
+        else:
+            acc_o += counts[cell]
+            acc_e += e
+    if acc_e > 0:
+        observed_pooled.append(acc_o)
+        expected_pooled.append(acc_e)
+    assert len(expected_pooled) >= 3
+    total = sum(expected_pooled)
+    expected_pooled = [e * samples / total for e in expected_pooled]
+    result = chisquare(observed_pooled, expected_pooled)
+    assert result.pvalue > 1e-3, (observed_pooled, expected_pooled)
+
+
+def test_grammar_terminating_inside_draft_window_emits_nothing_after(
+    make_decoder: Any, compile_body: Any, tiny_pair: Any
+) -> None:
+    grammar = compile_body({"structured_outputs": {"regex": "yes|no"}})
+    decoder = make_decoder(drafter="forced", k=6)
+    tokenizer = tiny_pair[2]
+    seq = decoder.new_sequence(GenerationRequest(
+        "r", _prompt(tokenizer), SamplingOptions(temperature=0.0, max_tokens=20), grammar=grammar,
+        prediction="yes and then a lot more text"))
+    committed = decoder.step(seq)
+    while not seq.finished:
+        committed = decoder.step(seq)
+    assert seq.finish_reason == "stop"
+    assert seq.output_ids[-1] in decoder.stop_token_ids and committed[-1] == seq.output_ids[-1]
+    assert tokenizer.decode(seq.output_ids, skip_special_tokens=True) in ("yes", "no")
+    # the commit itself cuts at termination: tokens after a terminating one are dropped
+    seq2 = decoder.new_sequence(GenerationRequest("r2", [1, 2], SamplingOptions(max_tokens=20), grammar=grammar))
+    yes = tokenizer.encode("yes")
+    stop = min(decoder.stop_token_ids)
+    out = decoder._commit(seq2, [*yes, stop, *yes])
+    assert out == [*yes, stop] and seq2.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_max_tokens_is_exact(drafter: str, make_decoder: Any, tiny_pair: Any) -> None:
+    decoder = make_decoder(drafter=drafter, k=4)
+    for max_tokens in (1, 5, 7):
+        request = GenerationRequest("r", _prompt(tiny_pair[2]),
+                                    SamplingOptions(temperature=0.0, max_tokens=max_tokens, ignore_eos=True))
+        seq = decoder.generate(request)
+        assert len(seq.output_ids) == max_tokens and seq.finish_reason == "length"
+
+
+def test_prompt_too_long_and_bad_ids(make_decoder: Any) -> None:
+    decoder = make_decoder(drafter="none", k=0, max_model_len=8)
+    with pytest.raises(PromptTooLongError):
+        decoder.new_sequence(GenerationRequest("r", list(range(8)), SamplingOptions()))
+    with pytest.raises(ValueError, match="out of range"):
+        decoder.new_sequence(GenerationRequest("r", [-1, 3], SamplingOptions()))
+
+
+class _DeadEndMatcher:
+    """A matcher whose masks allow nothing: the engine must fail, not sample freely."""
+
+    num_accepted = 0
+
+    def fill_masks(self, bitmask: torch.Tensor, draft_tokens: list[int], start_row: int = 0) -> int:
+        bitmask[start_row] = 0
+        return 1
+
+    def is_terminated(self) -> bool:
+        return False
+
+
+class _DeadEndGrammar:
+    def matcher(self) -> _DeadEndMatcher:
+        return _DeadEndMatcher()
+
+
+def test_all_zero_target_row_is_an_error(make_decoder: Any) -> None:
+    decoder = make_decoder(drafter="none", k=0)
+    request = GenerationRequest("r", [1, 2, 3], SamplingOptions(), grammar=_DeadEndGrammar())  # type: ignore[arg-type]
+    with pytest.raises(GenerationError, match="dead end"):
+        decoder.generate(request)

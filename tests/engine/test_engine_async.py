@@ -1,0 +1,145 @@
+"""The async TorchEngine: concurrency leaves outputs unchanged, cancellation frees state,
+the load switch, stop strings, and the incremental detokenizer."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+from typing import Any
+
+import pytest
+
+from engine import EngineConfig, GenerationRequest, SamplingOptions, build_engine
+from engine.adaptive import AdaptiveK
+from engine.detokenizer import Detokenizer
+
+
+@pytest.fixture(scope="module")
+def engine_factory(tiny_target_dir: pathlib.Path, tiny_draft_dir: pathlib.Path) -> Any:
+    def make(**kwargs: Any) -> Any:
+        config = EngineConfig(model=str(tiny_target_dir), draft_model=str(tiny_draft_dir), dtype="float32", **kwargs)
+        return build_engine(config)
+
+    return make
+
+
+async def _collect(engine: Any, request: GenerationRequest) -> tuple[list[int], str, Any]:
+    ids: list[int] = []
+    text = ""
+    last = None
+    async for delta in engine.generate(request):
+        ids += delta.token_ids
+        text += delta.text
+        last = delta
+    assert last is not None and last.finish_reason is not None and last.stats is not None
+    return ids, text, last
+
+
+def _req(tokenizer: Any, rid: str, text: str, **sampling: Any) -> GenerationRequest:
+    sampling.setdefault("temperature", 0.0)
+    sampling.setdefault("max_tokens", 8)
+    sampling.setdefault("ignore_eos", True)
+    return GenerationRequest(rid, list(tokenizer.encode(text)), SamplingOptions(**sampling))
+
+
+async def test_concurrent_equals_alone_and_load_switch(engine_factory: Any) -> None:
+    engine = engine_factory(k=3, max_spec_concurrency=1)
+    tok = engine.tokenizer
+    prompts = ["one two three one two", "hello hello world", "a b c a b c a"]
+    await engine.start()
+    try:
+        alone = [await _collect(engine, _req(tok, f"a{i}", p)) for i, p in enumerate(prompts)]
+        assert all(out[2].stats.draft_tokens > 0 for out in alone)  # alone: speculation on
+        together = await asyncio.gather(*[_collect(engine, _req(tok, f"b{i}", p)) for i, p in enumerate(prompts)])
+    finally:
+        await engine.shutdown()
+    for (ids_a, text_a, _), (ids_b, text_b, _) in zip(alone, together, strict=True):
+        assert ids_a == ids_b and text_a == text_b
+    snapshot = engine.stats_snapshot()
+    assert snapshot.requests_finished == 6 and snapshot.draft_tokens > 0
+
+
+async def test_load_switch_turns_speculation_off(engine_factory: Any) -> None:
+    engine = engine_factory(k=3, max_spec_concurrency=1)
+    tok = engine.tokenizer
+    # queue both before the worker starts, so they run side by side from their first step
+    tasks = [asyncio.create_task(_collect(engine, _req(tok, f"c{i}", "x y z x y z"))) for i in range(2)]
+    await asyncio.sleep(0.05)
+    await engine.start()
+    try:
+        results = await asyncio.gather(*tasks)
+    finally:
+        await engine.shutdown()
+    assert all(r[2].stats.draft_tokens == 0 for r in results)
+
+
+async def test_cancel_frees_state(engine_factory: Any) -> None:
+    engine = engine_factory(k=2, max_num_seqs=1)
+    tok = engine.tokenizer
+    await engine.start()
+    try:
+        gen = engine.generate(_req(tok, "d0", "count: 1 2 3", max_tokens=200))
+        first = await gen.__anext__()
+        assert first.finish_reason is None
+        queued = engine.generate(_req(tok, "d1", "queued", max_tokens=200))
+        task = asyncio.create_task(queued.__anext__())
+        await asyncio.sleep(0.05)
+        assert engine.live_request_ids() == {"d0", "d1"}
+        await gen.aclose()  # the consumer stops iterating
+        task.cancel()
+        for _ in range(200):
+            if not engine.live_request_ids():
+                break
+            await asyncio.sleep(0.05)
+        assert engine.live_request_ids() == set()
+        assert engine.num_active == 0 and engine.queue_depth == 0
+    finally:
+        await engine.shutdown()
+
+
+async def test_stop_strings_are_trimmed(engine_factory: Any) -> None:
+    engine = engine_factory(drafter="ngram", k=3)
+    tok = engine.tokenizer
+    await engine.start()
+    try:
+        ids, text, _ = await _collect(engine, _req(tok, "e", "abc abc abc", max_tokens=16))
+        full = tok.decode(ids, skip_special_tokens=True)
+        assert full and text == full
+        stop = full[len(full) // 2 : len(full) // 2 + 2] or full[:1]
+        _, cut, last = await _collect(engine, _req(tok, "f", "abc abc abc", max_tokens=16, stop=(stop,)))
+    finally:
+        await engine.shutdown()
+    assert last.finish_reason == "stop" and cut == full[: full.find(stop)]
+
+
+def test_detokenizer_never_splits_utf8_and_holds_back_stop(qwen_tokenizer: Any) -> None:
+    text = "héllo 😀 wörld STOP tail"
+    ids = qwen_tokenizer.encode(text)
+    detok = Detokenizer(qwen_tokenizer)
+    pieces = [detok.push([t])[0] for t in ids]
+    assert "\ufffd" not in "".join(pieces) and "".join(pieces) + detok.flush() == text
+    detok = Detokenizer(qwen_tokenizer, stop=("STOP",))
+    out, stopped = "", False
+    for t in ids:
+        delta, stopped = detok.push([t])
+        out += delta
+        if stopped:
+            break
+    assert stopped and out == "héllo 😀 wörld "
+
+
+def test_adaptive_k_tracks_acceptance_and_costs() -> None:
+    ctl = AdaptiveK(k_max=6)
+    assert ctl.choose_k() == 6
+    ctl.observe(k=6, num_drafts=6, num_accepted=6, draft_s=0.06, target_s=0.2)
+    assert ctl.choose_k() == 0  # measure one plain step first
+    ctl.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=0.1)
+    for _ in range(20):  # cheap drafts, always accepted: speculate at full depth
+        ctl.observe(k=6, num_drafts=6, num_accepted=6, draft_s=0.001, target_s=0.11)
+    assert ctl.choose_k() == 6
+    for _ in range(40):  # expensive drafts, never accepted: speculation off
+        ctl.observe(k=1, num_drafts=1, num_accepted=0, draft_s=0.08, target_s=0.12)
+    assert ctl.choose_k() == 0
+    for _ in range(ctl.probe_every):
+        ctl.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=0.1)
+    assert ctl.choose_k() == 1  # periodic re-probe
