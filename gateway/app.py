@@ -4,7 +4,8 @@ The lifespan builds the engine once (or takes the one given), starts it, binds i
 tokenizer and grammar compiler into `app.state.gateway`, starts the periodic speculation log
 line, and shuts everything down on exit. `--engine vllm` is refused with a clear error
 unless this build has a vLLM engine (`engine.vllm_engine.build_vllm_engine`). Middleware:
-request body size limit and per-endpoint request counting. This module knows nothing about
+request body size limit and per-endpoint request counting (pure ASGI, so
+streams pass through unbuffered and client disconnects reach the routers). This module knows nothing about
 request shapes (the routers do).
 """
 
@@ -14,16 +15,16 @@ import asyncio
 import importlib
 import importlib.util
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 
 from gateway.errors import install_error_handlers
 from gateway.metrics import GatewayMetrics, SpecStatsLogger
 from gateway.routers import chat, completions, health, metrics, models
-from gateway.security import BodySizeLimit
+from gateway.security import BodySizeLimit, RequestCounter
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
 
@@ -85,13 +86,6 @@ def create_app(settings: GatewaySettings, *, engine: Any = None) -> FastAPI:
     for module in (chat, completions, models, health, metrics):
         app.include_router(module.router)
 
-    @app.middleware("http")
-    async def count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        response = await call_next(request)
-        route = request.scope.get("route")
-        endpoint = getattr(route, "path", None) or "unmatched"
-        state.metrics.requests.labels(endpoint=endpoint, status=str(response.status_code)).inc()
-        return response
-
+    app.add_middleware(RequestCounter, metrics=state.metrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

@@ -2,7 +2,7 @@
 
 `require_api_key` is a FastAPI dependency on the `/v1` routers: with a key configured, a
 missing or wrong `Authorization: Bearer <key>` is a 401 in OpenAI's envelope (constant-time
-compare). `BodySizeLimit` is a pure ASGI middleware answering 413 once a body exceeds the
+compare). `RequestCounter` counts requests by route and status; `BodySizeLimit` is a pure ASGI middleware answering 413 once a body exceeds the
 limit (by Content-Length or by counting streamed chunks). Knows nothing about the API."""
 
 from __future__ import annotations
@@ -30,6 +30,33 @@ async def require_api_key(request: Request) -> None:
             code="invalid_api_key",
             headers={"WWW-Authenticate": "Bearer"},
         )
+
+
+class RequestCounter:
+    """Counts every HTTP request by route template and final status (pure ASGI middleware)."""
+
+    def __init__(self, app: ASGIApp, *, metrics: Any) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        finally:
+            route = scope.get("route")
+            endpoint = getattr(route, "path", None) or "unmatched"
+            self.metrics.requests.labels(endpoint=endpoint, status=str(status)).inc()
 
 
 class _TooLarge(Exception):

@@ -16,9 +16,26 @@ from gateway.errors import APIError
 from gateway.metrics import GatewayMetrics
 from grammars import GrammarError, spec_from_request
 
+_CONSTRAINT_FIELDS = (
+    "response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice",
+    "guided_grammar", "tools",
+)
 
-def grammar_error(exc: GrammarError) -> APIError:
-    return APIError(exc.message, param=exc.param, code="invalid_grammar")
+
+def constraint_param(body: dict[str, Any]) -> str | None:
+    """The request field that carries the output constraint (for compile errors, which name
+    the keyword but not the field)."""
+    for name in _CONSTRAINT_FIELDS:
+        if body.get(name) not in (None, [], {}):
+            if name == "response_format" and isinstance(body[name], dict):
+                kind = body[name].get("type")
+                return f"response_format.{kind}" if kind in ("json_schema", "grammar", "sql") else name
+            return name
+    return None
+
+
+def grammar_error(exc: GrammarError, *, fallback_param: str | None = None) -> APIError:
+    return APIError(exc.message, param=exc.param or fallback_param, code="invalid_grammar")
 
 
 async def compile_for_request(body: dict[str, Any], *, compiler: Any, metrics: GatewayMetrics) -> Any | None:
@@ -34,7 +51,7 @@ async def compile_for_request(body: dict[str, Any], *, compiler: Any, metrics: G
     try:
         compiled = await compiler.compile_async(spec)
     except GrammarError as exc:
-        raise grammar_error(exc) from exc
+        raise grammar_error(exc, fallback_param=constraint_param(body)) from exc
     metrics.grammar_compile.observe(time.perf_counter() - started)
     hits_after = _cache_hits(compiler)
     if hits_before is not None and hits_after is not None:

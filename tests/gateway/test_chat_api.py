@@ -159,7 +159,7 @@ def test_tool_choice_required_named_and_no_parallel(client: Any, model_id: str) 
 def test_parallel_tool_calls(client: Any, model_id: str) -> None:
     """With parallel calls allowed this (seeded, greedy) model keeps calling: several valid calls."""
     resp = client.chat.completions.create(
-        model=model_id, messages=MESSAGES, tools=TOOLS, tool_choice="required", temperature=0, max_tokens=100,
+        model=model_id, messages=MESSAGES, tools=TOOLS, tool_choice="required", temperature=0, max_tokens=130,
     )
     calls = resp.choices[0].message.tool_calls
     assert calls and len(calls) >= 2, resp.choices[0]
@@ -268,15 +268,18 @@ def test_seeded_sampling_is_reproducible_and_n_uses_distinct_seeds(http: Any, op
 
 
 def test_prediction_fills_prediction_usage(http: Any, openapi: Any, model_id: str) -> None:
-    body = {"model": model_id, "messages": MESSAGES, "temperature": 0, "max_tokens": 30}
+    body = {"model": model_id, "messages": MESSAGES, "temperature": 0, "max_tokens": 30,
+            "structured_outputs": {"regex": "[a-z]{1,8}( [a-z]{1,8}){6}"}}
     plain = _post(http, openapi, body)
     text = plain["choices"][0]["message"]["content"]
-    predicted = _post(http, openapi, {**body, "prediction": {"type": "content", "content": [{"type": "text", "text": text}]}})
+    prediction = {"type": "content", "content": [{"type": "text", "text": text}]}
+    predicted = _post(http, openapi, {**body, "prediction": prediction})
     assert predicted["choices"][0]["message"]["content"] == text  # speculation never changes greedy output
     details = predicted["usage"]["completion_tokens_details"]
     assert details["accepted_prediction_tokens"] > 0
     assert details["accepted_prediction_tokens"] + details["rejected_prediction_tokens"] == \
         predicted["usage"]["speculative"]["draft_tokens"]
+    assert predicted["usage"]["speculative"]["steps"] < plain["usage"]["speculative"]["steps"]
     assert plain["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] == 0
 
 

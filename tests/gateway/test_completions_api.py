@@ -40,7 +40,14 @@ def test_grammar_and_streaming_equality(http: Any, openapi: Any, model_id: str) 
         events = _events(r)
     assert events[-1] == "[DONE]"
     for event in events[:-1]:
-        openapi.validate(event, "CreateCompletionResponse")
+        # OpenAI streams `finish_reason: null` before the last text chunk, but its OpenAPI
+        # document (shared by streamed and non-streamed completions) has no null there:
+        # check that null is the only deviation.
+        checked = json.loads(json.dumps(event))
+        for choice in checked["choices"]:
+            if choice["finish_reason"] is None:
+                choice["finish_reason"] = "length"
+        openapi.validate(checked, "CreateCompletionResponse")
     assert events[-2]["choices"] == [] and events[-2]["usage"]["completion_tokens"] == full["usage"]["completion_tokens"]
     assert "".join(c["text"] for e in events[:-2] for c in e["choices"]) == text
     assert events[-3]["choices"][0]["finish_reason"] == "stop"

@@ -1,0 +1,105 @@
+"""`specgate generate`: one prompt through the torch engine, optionally grammar-constrained.
+
+The prompt is one user message under the model's chat template. The grammar comes from
+`grammars.spec_from_request` on an equivalent OpenAI request body (the same path the server
+uses). Prints the text, then ONE JSON object on the last line:
+`{"text", "finish_reason", "stats": {"draft_tokens", "accepted_tokens", "acceptance_rate",
+"steps", "tokens_per_second"}}`. Heavy imports happen inside `run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+from typing import Any
+
+
+def _request_body(args: argparse.Namespace) -> dict[str, Any] | None:
+    if args.json_schema:
+        schema = json.loads(pathlib.Path(args.json_schema).read_text())
+        return {"response_format": {"type": "json_schema", "json_schema": {"name": "cli", "schema": schema, "strict": True}}}
+    if args.regex:
+        return {"structured_outputs": {"regex": args.regex}}
+    if args.grammar:
+        return {"structured_outputs": {"grammar": pathlib.Path(args.grammar).read_text()}}
+    if args.sql_schema:
+        schema_text = pathlib.Path(args.sql_schema).read_text()
+        return {"response_format": {"type": "sql", "sql": {"dialect": "sqlite", "schema": schema_text}}}
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from engine import EngineConfig, GenerationRequest, SamplingOptions
+    from engine.build import build_engine
+    from grammars import spec_from_request
+
+    drafter = args.drafter or ("model" if args.draft_model else "none")
+    config = EngineConfig(
+        model=args.model, draft_model=args.draft_model, drafter=drafter, k=args.k,
+        draft_mask=args.draft_mask == "on", dtype=args.dtype, max_num_seqs=1,
+    )
+    engine = build_engine(config)
+    body = _request_body(args)
+    grammar = None
+    if body is not None:
+        spec = spec_from_request(body)
+        grammar = engine.grammar_compiler.compile(spec) if spec is not None else None
+    prompt_ids = engine.tokenizer.apply_chat_template(
+        [{"role": "user", "content": args.prompt}], add_generation_prompt=True, tokenize=True
+    )
+    if isinstance(prompt_ids, dict):
+        prompt_ids = prompt_ids["input_ids"]
+    sampling = SamplingOptions(
+        temperature=args.temperature, top_p=args.top_p, seed=args.seed, max_tokens=args.max_tokens
+    )
+    request = GenerationRequest("cli", list(prompt_ids), sampling, grammar=grammar)
+
+    async def go() -> tuple[str, Any]:
+        await engine.start()
+        text, last = "", None
+        try:
+            async for delta in engine.generate(request):
+                text += delta.text
+                last = delta
+        finally:
+            await engine.shutdown()
+        return text, last
+
+    text, last = asyncio.run(go())
+    stats = last.stats
+    print(json.dumps({
+        "text": text,
+        "finish_reason": last.finish_reason,
+        "stats": {
+            "draft_tokens": stats.draft_tokens,
+            "accepted_tokens": stats.accepted_tokens,
+            "acceptance_rate": stats.acceptance_rate,
+            "steps": stats.steps,
+            "tokens_per_second": stats.tokens_per_second,
+        },
+    }))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("generate", help="generate once with the torch engine (speculative, grammar-masked)")
+    p.add_argument("--model", required=True, help="registered model name or local directory")
+    p.add_argument("--draft-model", default=None)
+    p.add_argument("--drafter", choices=["model", "ngram", "forced", "none"], default=None)
+    p.add_argument("-k", type=int, default=4, help="draft tokens per step")
+    p.add_argument("--draft-mask", choices=["on", "off"], default="on")
+    p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--max-tokens", type=int, default=256)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--json-schema", metavar="FILE")
+    group.add_argument("--regex", metavar="R")
+    group.add_argument("--grammar", metavar="FILE", help="EBNF/Lark grammar file")
+    group.add_argument("--sql-schema", metavar="FILE")
+    p.add_argument("--prompt", required=True)
+    p.set_defaults(func=run)
