@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     prompt_ids = engine.tokenizer.apply_chat_template(
         [{"role": "user", "content": args.prompt}], add_generation_prompt=True, tokenize=True
     )
-    if isinstance(prompt_ids, dict):
+    if not isinstance(prompt_ids, list):  # a BatchEncoding in transformers 5
         prompt_ids = prompt_ids["input_ids"]
     sampling = SamplingOptions(
         temperature=args.temperature, top_p=args.top_p, seed=args.seed, max_tokens=args.max_tokens
