@@ -4,7 +4,8 @@ transformers dequantizes the whole GGUF on load (tens of seconds; done once per 
 GGUF-loaded model carries a quantizer and `config.quantization_config`, which make
 `save_pretrained` raise; both are dropped, since the weights are already plain tensors. The
 tokenizer and its chat template come from the GGUF metadata; the template is written as
-`chat_template.jinja` and, when the registry asks for it, must render `tools`. This module
+`chat_template.jinja` after the registry's literal fixes (known upstream typos) and, when the
+registry asks for it, must render `tools`. This module
 knows nothing about wheels, caches or manifests.
 """
 
@@ -25,6 +26,21 @@ _PROBE_TOOL = {
 }
 
 
+def fix_chat_template(
+    template: str, fixes: tuple[tuple[str, str], ...], *, name: str
+) -> str:
+    """Apply each (wrong, right) replacement; each `wrong` must occur exactly once."""
+    for wrong, right in fixes:
+        count = template.count(wrong)
+        if count != 1:
+            raise PullError(
+                f"{name}: chat template fix expected 1 occurrence of {wrong[:60]!r}..., "
+                f"found {count} (did the GGUF change?)"
+            )
+        template = template.replace(wrong, right)
+    return template
+
+
 def check_chat_template(tokenizer: Any, *, needs_tools: bool, name: str) -> None:
     """Raise PullError unless `tokenizer` has a chat template (rendering `tools` if asked)."""
     if not getattr(tokenizer, "chat_template", None):
@@ -42,7 +58,12 @@ def check_chat_template(tokenizer: Any, *, needs_tools: bool, name: str) -> None
 
 
 def convert_gguf(
-    gguf_path: pathlib.Path, out_dir: pathlib.Path, *, name: str, needs_tools: bool = False
+    gguf_path: pathlib.Path,
+    out_dir: pathlib.Path,
+    *,
+    name: str,
+    needs_tools: bool = False,
+    template_fixes: tuple[tuple[str, str], ...] = (),
 ) -> None:
     """Write config, bf16 safetensors, tokenizer files and chat_template.jinja to `out_dir`.
 
@@ -54,6 +75,10 @@ def convert_gguf(
     directory, filename = str(gguf_path.parent), gguf_path.name
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=filename)
+        if template_fixes and getattr(tokenizer, "chat_template", None):
+            tokenizer.chat_template = fix_chat_template(
+                tokenizer.chat_template, template_fixes, name=name
+            )
         check_chat_template(tokenizer, needs_tools=needs_tools, name=name)
         model: Any = AutoModelForCausalLM.from_pretrained(
             directory, gguf_file=filename, dtype=torch.bfloat16

@@ -127,7 +127,8 @@ def pull(
             start = time.perf_counter()
             with tqdm(total=1, desc=f"{name}: convert to bf16", unit="model",
                       disable=not progress) as bar:
-                convert_gguf(gguf, tmp, name=name, needs_tools=spec.chat_template_needs_tools)
+                convert_gguf(gguf, tmp, name=name, needs_tools=spec.chat_template_needs_tools,
+                             template_fixes=spec.chat_template_fixes)
                 bar.update(1)
             timings["convert_s"] = time.perf_counter() - start
             manifest: dict[str, Any] = {
@@ -138,6 +139,7 @@ def pull(
                 "gguf_size": spec.size,
                 "gguf_sha256": spec.sha256,
                 "dtype": "bfloat16",
+                "chat_template_fixes": len(spec.chat_template_fixes),
                 "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                 "timings_s": {k: round(v, 2) for k, v in timings.items()},
             }

@@ -13,6 +13,14 @@ import dataclasses
 
 PART_MEMBER_PATTERN = r"^[^/]+/data/part(\d+)\.bin$"  # group 1: the global part number
 
+# The 1.5B GGUF's template tells the model to emit `{{"name": ..}}` (a Jinja string literal,
+# so the braces reach the prompt doubled); the 0.5B GGUF and upstream Qwen2.5 say `{"name": ..}`,
+# which is also the syntax grammars.tools parses. With this fix both templates are identical.
+_QWEN_TOOL_CALL_BRACES = (
+    '<tool_call>\\n{{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}}\\n</tool_call>',
+    '<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call>',
+)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelSpec:
@@ -30,6 +38,9 @@ class ModelSpec:
     sha256: str
     gguf_member: str | None = None
     chat_template_needs_tools: bool = False  # the saved chat template must render `tools`
+    # (wrong, right) literal replacements applied to the GGUF's chat template, each of which
+    # must match exactly once: fixes for known upstream template typos
+    chat_template_fixes: tuple[tuple[str, str], ...] = ()
 
     @property
     def num_parts(self) -> int:
@@ -60,6 +71,7 @@ REGISTRY: dict[str, ModelSpec] = {
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             chat_template_needs_tools=True,
+            chat_template_fixes=(_QWEN_TOOL_CALL_BRACES,),
         ),
         ModelSpec(
             name="smollm2-135m",
