@@ -4,7 +4,7 @@ No I/O, no logging; never imports `grammars`, `engine` or `gateway`. Shares only
 int32 bitmask format with `grammars`.
 
 Files: `bitmask` (packed masks), `probs` (the one logits→probs transform T for draft and
-target), `sampling` (exponential-race categorical sampling), `rejection` (vectorized
+target), `sampling` (inverse-CDF categorical sampling), `rejection` (vectorized
 speculative rejection sampling; defines accepted / recovered / bonus), `reference` (slow
 reference for tests and benchmarks), `acceptance` (statistics and the cost model).
 """

@@ -3,8 +3,8 @@
 Same signature, same terms (accepted / recovered / bonus, see ``sampler.rejection``) and the
 same consumption of the generator (``draw_rejection_randomness``), so for one seed it returns
 exactly what the vectorized ``rejection_sample`` returns. It walks rows and positions with plain
-Python loops, following the textbook algorithm line by line (the exponential race samples
-from unnormalized weights, so no explicit normalization is needed). Never use it on a hot path.
+Python loops, following the textbook algorithm line by line (inverse CDF samples from
+unnormalized weights, so no explicit normalization is needed). Never use it on a hot path.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from sampler.rejection import check_rejection_inputs, draw_rejection_randomness
-from sampler.sampling import race
+from sampler.sampling import inverse_cdf
 
 
 def rejection_sample_reference(
@@ -30,7 +30,9 @@ def rejection_sample_reference(
     batch, k = draft_token_ids.shape
     vocab = target_probs.shape[2]
     device = target_probs.device
-    uniforms, noise = draw_rejection_randomness(batch, k, vocab, device=device, generator=generator)
+    uniforms, sample_u = draw_rejection_randomness(
+        batch, k, vocab, device=device, generator=generator
+    )
 
     output = torch.full((batch, k + 1), -1, dtype=torch.long, device=device)
     num_accepted = torch.zeros(batch, dtype=torch.long, device=device)
@@ -49,7 +51,7 @@ def rejection_sample_reference(
             if not bool((target > 0).any()):
                 raise ValueError(f"target_probs row ({b}, {i}) is all zero")
             if i == n:  # every draft accepted: bonus token from p_{n+1}
-                output[b, i] = race(target, noise[b])
+                output[b, i] = inverse_cdf(target[None], sample_u[b : b + 1])[0]
                 num_accepted[b] = n
                 break
             x = int(draft_token_ids[b, i])
@@ -63,7 +65,7 @@ def rejection_sample_reference(
             residual = (target - draft_probs[b, i].float()).clamp_min(0.0)
             if not bool((residual > 0).any()):
                 residual = target
-            output[b, i] = race(residual, noise[b])  # the race needs no normalization
+            output[b, i] = inverse_cdf(residual[None], sample_u[b : b + 1])[0]
             num_accepted[b] = i
             break
     return output, num_accepted

@@ -18,14 +18,15 @@ then ``-1`` padding up to ``K + 1``. The emitted tokens have exactly the law of 
 sampling from the target, so every emitted token is allowed by its mask; ``-1`` never appears
 within the first ``num_accepted + 1`` positions.
 
-Randomness: per call, ``u`` float32 ``[B, K]`` then one ``Exp(1)`` noise row ``[B, V]`` are drawn
-from ``generator`` (see ``draw_rejection_randomness``). A row emits exactly one recovered-or-bonus
-token, chosen by the exponential race over its (unnormalized) distribution, so one noise row per
-batch row suffices and is independent of the choice of position. ``rejection_sample_reference``
+Randomness: per call, acceptance uniforms float32 ``[B, K]`` then one float64 sampling uniform
+per row ``[B]`` are drawn from ``generator`` (see ``draw_rejection_randomness``). A row emits
+exactly one recovered-or-bonus token, drawn by inverse CDF over its (unnormalized) distribution,
+so one sampling uniform per row suffices and is independent of the choice of position. ``rejection_sample_reference``
 consumes the generator identically, so both give identical outputs for the same seed.
 
-Fully vectorized: no Python loop over batch, positions or vocabulary; all input validation
-shares one host sync at the end. Bad input (draft id ``-1``/out of range within the first
+Fully vectorized: no Python loop over batch, positions or vocabulary; about six passes over
+``[B, V]`` (two gathers, residual, float64 cumsum); all input validation shares one host sync at
+the end. Bad input (draft id ``-1``/out of range within the first
 ``num_draft_tokens`` positions, a draft with ``q = 0`` — impossible once ``q`` is masked —,
 an all-zero target row, wrong shapes) raises ``ValueError``.
 
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import torch
 
-from sampler.sampling import exponential_noise, race
+from sampler.sampling import cumulative_weights, pick_from_cdf, sample_uniforms
 
 
 def check_rejection_inputs(
@@ -91,20 +92,23 @@ def draw_rejection_randomness(
     device: torch.device,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Acceptance uniforms float32 ``[B, K]`` and race noise float32 ``[B, V]``, in that order."""
+    """Acceptance uniforms float32 ``[B, K]`` and sampling uniforms float64 ``[B]``, in that order.
+
+    ``vocab`` is unused (kept so the draw's signature names the whole problem).
+    """
     uniforms = torch.rand((batch, k), dtype=torch.float32, device=device, generator=generator)
-    noise = exponential_noise((batch, vocab), device=device, generator=generator)
-    return uniforms, noise
+    return uniforms, sample_uniforms(batch, device=device, generator=generator)
 
 
-def residual_distribution(
-    target_row: torch.Tensor,  # [N, V] float32
+def residual_weights_(
+    target_row: torch.Tensor,  # [N, V] float32, overwritten
     draft_row: torch.Tensor,  # [N, V] float32
 ) -> torch.Tensor:  # [N, V], unnormalized
-    """``(p - q)+``, or ``p`` for rows where that is all zero (only reachable by rounding)."""
-    residual = (target_row - draft_row).clamp_min_(0.0)
-    empty = ~(residual > 0).any(dim=-1, keepdim=True)  # [N, 1]
-    return torch.where(empty, target_row, residual)
+    """``(p - q)+`` computed in place in ``target_row`` (the recovered-token weights).
+
+    Rows where it is all zero are resampled from ``p`` by the caller.
+    """
+    return target_row.sub_(draft_row).clamp_min_(0.0)
 
 
 def rejection_sample(
@@ -122,7 +126,9 @@ def rejection_sample(
     batch, k = draft_token_ids.shape
     vocab = target_probs.shape[2]
     device = target_probs.device
-    uniforms, noise = draw_rejection_randomness(batch, k, vocab, device=device, generator=generator)
+    uniforms, sample_u = draw_rejection_randomness(
+        batch, k, vocab, device=device, generator=generator
+    )
 
     ids = draft_token_ids.to(torch.long)  # [B, K]
     positions = torch.arange(k, device=device)  # [K]
@@ -138,15 +144,15 @@ def rejection_sample(
     num_accepted = stop.to(torch.int8).argmax(dim=1)  # [B]: first stop (argmax takes the first max)
 
     rows = torch.arange(batch, device=device)
-    target_at = target_probs[rows, num_accepted].float()  # [B, V]: p at the emitting position
+    # weights [B, V]: (p - q)+ at a rejected position, p at the bonus position (q zeroed there)
+    weights = target_probs[rows, num_accepted].float()  # a fresh copy: safe to edit in place
     if k > 0:
+        not_bonus = (num_accepted < num_drafts).unsqueeze(1)  # [B, 1]
         draft_at = draft_probs[rows, num_accepted.clamp(max=k - 1)].float()  # [B, V]
-        is_bonus = (num_accepted == num_drafts).unsqueeze(1)  # [B, 1]
-        weights = torch.where(is_bonus, target_at, residual_distribution(target_at, draft_at))
-    else:
-        weights = target_at
-    dead_target = ~(target_at > 0).any(dim=-1)  # [B]
-    emitted = race(weights, noise)  # [B]
+        weights = residual_weights_(weights, draft_at.mul_(not_bonus))
+    cdf = cumulative_weights(weights)  # [B, V] float64
+    emitted = pick_from_cdf(cdf, sample_u)  # [B]
+    no_mass = ~(cdf[:, -1] > 0)  # [B]: residual all zero (rounding) or a dead/NaN target row
 
     output = torch.where(positions < num_accepted.unsqueeze(1), ids, -1)  # [B, K]
     output = torch.cat([output, torch.full((batch, 1), -1, dtype=torch.long, device=device)], dim=1)
@@ -157,7 +163,7 @@ def rejection_sample(
             ((num_drafts < 0) | (num_drafts > k)).any(),
             bad_id.any(),
             zero_q.any(),
-            dead_target.any(),
+            no_mass.any(),
         ]
     ).tolist()  # the one host sync
     if flags[0]:
@@ -173,9 +179,13 @@ def rejection_sample(
             "draft token has draft probability 0 (was the draft sampled from a different, e.g. "
             f"unmasked, distribution than draft_probs?); (row, position): {where}"
         )
-    if flags[3]:
-        raise ValueError(
-            f"target_probs row is all zero at the emitting position for batch rows "
-            f"{torch.nonzero(dead_target).flatten().tolist()}"
-        )
+    if flags[3]:  # rare: fall back to p for those rows, error if p has no mass either
+        fallback = torch.nonzero(no_mass).flatten()  # [F]
+        target_cdf = cumulative_weights(target_probs[fallback, num_accepted[fallback]].float())
+        if not bool((target_cdf[:, -1] > 0).all()):
+            dead = fallback[~(target_cdf[:, -1] > 0)].tolist()
+            raise ValueError(
+                f"target_probs row is all zero (or NaN) at the emitting position for batch rows {dead}"
+            )
+        output[fallback, num_accepted[fallback]] = pick_from_cdf(target_cdf, sample_u[fallback])
     return output, num_accepted

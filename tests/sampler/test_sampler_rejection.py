@@ -15,7 +15,6 @@ from sampler import (
     rejection_sample_reference,
     sample_from_probs,
 )
-from sampler.rejection import residual_distribution
 
 
 def _masked_problem(
@@ -157,12 +156,25 @@ def test_k_zero_is_plain_sampling() -> None:
     assert out.tolist() == [[1], [2]] and num_accepted.tolist() == [0, 0]
 
 
-def test_residual_falls_back_to_target_when_p_equals_q() -> None:
-    target = torch.tensor([[0.2, 0.8, 0.0], [0.5, 0.5, 0.0]])
-    draft = torch.tensor([[0.2, 0.8, 0.0], [0.7, 0.3, 0.0]])
-    residual = residual_distribution(target, draft)
-    assert residual.tolist()[0] == pytest.approx([0.2, 0.8, 0.0])
-    assert residual.tolist()[1] == pytest.approx([0.0, 0.2, 0.0])
+@pytest.mark.parametrize("impl", [rejection_sample, rejection_sample_reference])
+def test_all_zero_residual_falls_back_to_target(impl) -> None:
+    """q >= p everywhere (an unnormalized q) makes (p - q)+ all zero at a rejection: the
+    recovered token then comes from p, never from an empty distribution."""
+    rows = 4000
+    target = torch.tensor([[[0.2, 0.0, 0.8], [0.0, 1.0, 0.0]]]).expand(rows, -1, -1)
+    draft = torch.tensor([[[1.0, 1.0, 1.0]]]).expand(rows, -1, -1)
+    out, num_accepted = impl(
+        torch.zeros(rows, 1, dtype=torch.long),
+        draft,
+        target,
+        generator=torch.Generator().manual_seed(0),
+    )
+    rejected = num_accepted == 0
+    assert 0.75 < rejected.float().mean() < 0.85  # accept w.p. p(0)/q(0) = 0.2
+    recovered = out[rejected, 0]
+    assert set(recovered.unique().tolist()) == {0, 2}  # from p: token 1 (p = 0) never appears
+    assert 0.15 < (recovered == 0).float().mean() < 0.25
+    assert (out[~rejected, 1] == 1).all()
 
 
 @pytest.mark.parametrize("seed", range(6))

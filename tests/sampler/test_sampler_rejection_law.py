@@ -134,7 +134,7 @@ def test_statistical_check_detects_recovery_from_p(
         return target_row
 
     world = _broken_world(k, seed, "recover_from_p")
-    monkeypatch.setattr(sampler.rejection, "residual_distribution", recover_from_target)
+    monkeypatch.setattr(sampler.rejection, "residual_weights_", recover_from_target)
     seqs, _ = simulate(world, k, SAMPLES, seed=5)
     assert sequence_pvalue(world, seqs) < FAIL_P
 
@@ -192,7 +192,7 @@ def test_per_position_law_matches_target(k: int, ragged: bool) -> None:
 
 
 def test_per_position_check_detects_recovery_from_p(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sampler.rejection, "residual_distribution", lambda target, draft: target)
+    monkeypatch.setattr(sampler.rejection, "residual_weights_", lambda target, draft: target)
     target, draft = _position_problem(4, seed=4)
     out, _ = _run_positions(target, draft, 20_000, seed=4, ragged=False)
     counts = np.bincount(out[:, 0].numpy(), minlength=target.shape[1])

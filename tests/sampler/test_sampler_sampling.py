@@ -46,3 +46,11 @@ def test_rows_without_mass_raise() -> None:
         sample_from_probs(probs)
     with pytest.raises(ValueError, match="2-D"):
         sample_from_probs(torch.rand(10))
+
+
+def test_inverse_cdf_boundaries_skip_zero_weights() -> None:
+    from sampler.sampling import inverse_cdf
+
+    weights = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0]]).expand(4, -1)
+    uniforms = torch.tensor([0.0, 0.5 - 1e-12, 0.5, 1.0 - 2**-53], dtype=torch.float64)
+    assert inverse_cdf(weights, uniforms).tolist() == [1, 1, 3, 3]
