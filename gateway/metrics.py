@@ -129,7 +129,7 @@ class SpecStatsLogger:
 
     def start(self) -> None:
         if self._interval_s > 0:
-            self._task = asyncio.create_task(self._run(), name="specgate-stats-logger")
+            self._task = asyncio.create_task(self._run(self._metrics.totals()), name="specgate-stats-logger")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -139,8 +139,7 @@ class SpecStatsLogger:
             except asyncio.CancelledError:
                 pass
 
-    async def _run(self) -> None:
-        before = self._metrics.totals()
+    async def _run(self, before: _Totals) -> None:
         while True:
             await asyncio.sleep(self._interval_s)
             after = self._metrics.totals()

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
     drafter = args.drafter or ("model" if args.draft_model else "none")
     config = EngineConfig(
-        model=args.model, draft_model=args.draft_model, drafter=drafter, k=args.k,
+        model=args.model, draft_model=args.draft_model, drafter=drafter, k=args.k,  # type: ignore[arg-type]
         draft_mask=args.draft_mask == "on", dtype=args.dtype, max_num_seqs=1,
     )
     engine = build_engine(config)
