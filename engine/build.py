@@ -39,7 +39,7 @@ def build_engine(config: EngineConfig) -> TorchEngine:
     )
     compiler = GrammarCompiler(
         tokenizer,
-        backend=config.grammar_backend,
+        backend=config.grammar_backend,  # type: ignore[arg-type]
         vocab_size=decoder.logits_width,
         stop_token_ids=sorted(stop_token_ids(target, tokenizer)),
     )

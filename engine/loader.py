@@ -34,19 +34,12 @@ def resolve(name_or_path: str, *, cache_dir: str | None = None) -> pathlib.Path:
 
 
 def load(name_or_path: str, *, dtype: str, device: str, cache_dir: str | None = None) -> tuple[Any, Any]:
-    """(model, tokenizer) for a registered name or a local directory."""
-    path = resolve(name_or_path, cache_dir=cache_dir)
-    try:
-        from engine.models import load_model
-    except ImportError:
-        load_model = None
-    if load_model is not None:
-        model, tokenizer = load_model(path, dtype=torch_dtype(dtype), device=device)
-    else:  # pragma: no cover - fallback while engine.models is absent
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    """(model, tokenizer) for a registered name or a local directory, via engine.models."""
+    from engine.models import load_model
 
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype(dtype)).to(device)
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    path = resolve(name_or_path, cache_dir=cache_dir)
+    torch_dtype(dtype)  # clear error for an unknown dtype name
+    model, tokenizer = load_model(path, dtype=dtype, device=device)  # type: ignore[arg-type]
     model.eval()
     return model, tokenizer
 
