@@ -1,8 +1,9 @@
 """Micro-benchmark: vectorized ``rejection_sample`` vs the Python reference on CPU.
 
-Run: ``python -m benchmarks.sampler_bench [--vocab 151936] [--threads N]``. Prints a table
-(B, K, ms per call for each implementation, ratio), plus the cost of ``probs_from_logits``
-for the same ``B*(K+1)`` rows with top-p on (the transform every verification step pays).
+Run: ``python -m benchmarks.sampler_bench [--vocab 151936] [--threads N] [--with-probs]``. Prints a table
+(B, K, ms per call for each implementation, ratio, mean accepted), and with ``--with-probs``
+the cost of ``probs_from_logits`` for the same ``B*(K+1)`` rows with top-p on (the transform
+every verification step pays; a full sort of each row, so slow).
 Prints only; asserts nothing. Inputs are synthetic: target logits ~ 3·N(0,1), draft logits =
 target + N(0,1), so acceptance is moderate and both accepted and recovered paths run.
 """
@@ -42,7 +43,9 @@ def _inputs(batch: int, k: int, vocab: int, seed: int):
     return target_logits, draft_ids, draft, target
 
 
-def _bench_case(batch: int, k: int, vocab: int) -> tuple[float, float, float, float]:
+def _bench_case(
+    batch: int, k: int, vocab: int, *, with_probs: bool
+) -> tuple[float, float, float, float]:
     """(fast s/call, reference s/call, mean accepted, probs_from_logits s/call) for one shape."""
     target_logits, draft_ids, draft, target = _inputs(batch, k, vocab, seed=batch * 10 + k)
     gen = torch.Generator().manual_seed(0)
@@ -52,13 +55,18 @@ def _bench_case(batch: int, k: int, vocab: int) -> tuple[float, float, float, fl
         lambda: rejection_sample_reference(draft_ids, draft, target, generator=gen), ref_reps
     )
     _, accepted = rejection_sample(draft_ids, draft, target, generator=gen)
-    probs = _time(lambda: probs_from_logits(target_logits, temperature=0.8, top_p=0.95), 1)
+    probs = float("nan")
+    if with_probs:  # a full sort of B*(K+1) rows of V: tens of seconds at B=64
+        probs = _time(lambda: probs_from_logits(target_logits, temperature=0.8, top_p=0.95), 1)
     return fast, ref, accepted.float().mean().item(), probs
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=151_936)
+    parser.add_argument(
+        "--with-probs", action="store_true", help="also time probs_from_logits with top_p=0.95"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     args = parser.parse_args(argv)
     if args.threads:
@@ -69,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     for batch in (1, 8, 64):
         for k in (4, 8):
-            fast, ref, accepted, probs = _bench_case(batch, k, args.vocab)
+            fast, ref, accepted, probs = _bench_case(
+                batch, k, args.vocab, with_probs=args.with_probs
+            )
             print(
                 f"{batch:>3} {k:>2} {fast * 1e3:>9.2f} {ref * 1e3:>9.2f} {ref / fast:>9.1f} "
                 f"{accepted:>9.2f} {probs * 1e3:>9.1f}"
