@@ -8,7 +8,7 @@ Contract:
   keeps running in its worker thread but its result is discarded, never half-used.
 - `compile_async(spec)` does the same in a worker thread, keeping the event loop free.
 - The cache key is (tokenizer fingerprint, backend, vocab_size, stop ids, max_whitespace,
-  spec); entries are evicted least-recently-used once their summed size passes
+  allow_extra_properties, spec); entries are evicted least-recently-used once their summed size passes
   `cache_bytes`; `cache_info()` reports hits, misses, entries and bytes. A grammar larger
   than the whole budget is returned but not cached.
 - `vocab_size` is the model's logits width (151,936 for Qwen2.5); mask rows have
@@ -95,6 +95,7 @@ class GrammarCompiler:
         compile_timeout_s: float = 10.0,
         max_whitespace: int = 16,
         max_threads: int = 2,
+        allow_extra_properties: bool = False,
     ) -> None:
         if cache_bytes < 0 or compile_timeout_s <= 0 or max_whitespace < 0:
             raise ValueError("cache_bytes, compile_timeout_s and max_whitespace must be positive")
@@ -112,6 +113,7 @@ class GrammarCompiler:
         self.cache_bytes = cache_bytes
         self.compile_timeout_s = compile_timeout_s
         self.max_whitespace = max_whitespace
+        self.allow_extra_properties = allow_extra_properties
         self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
         self._backend: Any
         if backend == "xgrammar":
@@ -120,6 +122,7 @@ class GrammarCompiler:
             self._backend = XGrammarBackend(
                 tokenizer, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids,
                 max_whitespace=max_whitespace, max_threads=max_threads,
+                allow_extra_properties=allow_extra_properties,
             )
         elif backend == "outlines":
             from grammars.backends.outlines_backend import OutlinesBackend
@@ -130,6 +133,7 @@ class GrammarCompiler:
             )
         else:
             raise GrammarError(f"unknown grammar backend {backend!r} (xgrammar | outlines)")
+        self._max_threads = max_threads
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_threads, thread_name_prefix="grammar-compile"
         )
@@ -148,7 +152,7 @@ class GrammarCompiler:
 
     def _key(self, spec: GrammarSpec) -> tuple[Any, ...]:
         return (self.fingerprint, self.backend_name, self.vocab_size, self.stop_token_ids,
-                self.max_whitespace, spec)
+                self.max_whitespace, self.allow_extra_properties, spec)
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         if not isinstance(spec, GrammarSpec):
@@ -171,6 +175,13 @@ class GrammarCompiler:
         try:
             handle, size = future.result(timeout=self.compile_timeout_s)
         except concurrent.futures.TimeoutError as exc:
+            # the backend call cannot be interrupted: give it up to its thread and move on to a
+            # fresh pool, so later compiles never queue behind a runaway one
+            with self._lock:
+                self._executor.shutdown(wait=False)
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._max_threads, thread_name_prefix="grammar-compile"
+                )
             raise GrammarError(
                 f"{spec.kind} grammar compilation exceeded {self.compile_timeout_s:g} s"
             ) from exc

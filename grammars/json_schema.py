@@ -7,8 +7,13 @@ Contract:
   for every request with `strict: true` (response_format json_schema, strict tools); such a
   request is refused, never silently loosened.
 - Non-strict requests are best effort, by these documented rules:
-  1. every keyword in ENFORCED is enforced exactly as JSON Schema 2020-12 says (with
-     `additionalProperties` / `items` defaulting to "anything", as the standard says);
+  1. every keyword in ENFORCED is enforced as JSON Schema 2020-12 says, except that an
+     object whose schema does not set `additionalProperties` (or `unevaluatedProperties`)
+     admits no properties beyond those listed, and an array without `items` past
+     `prefixItems` admits no extra items — vLLM's and xgrammar's default; compile with
+     `GrammarCompiler(..., allow_extra_properties=True)` for the standard's "anything"
+     default (xgrammar then compiles ~100× slower). Say `"additionalProperties": true` to
+     allow extra properties in one object;
   2. keywords in UNENFORCED are ignored: the output satisfies the schema with those
      keywords deleted (so `oneOf` behaves as `anyOf`, `allOf` with several members may
      not be fully enforced, `not` / `if`-`then`-`else` / `uniqueItems` / `contains` /

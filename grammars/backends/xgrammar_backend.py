@@ -2,8 +2,10 @@
 
 Contract: `XGrammarBackend(tokenizer, vocab_size=, stop_token_ids=, max_whitespace=)` builds
 the xgrammar TokenizerInfo ONCE (≈1.1 s on Qwen) and an uncached xgrammar compiler (the
-specgate compiler owns the cache). JSON grammars use `strict_mode=False` (standard JSON
-Schema defaults: extra properties allowed unless the schema forbids them) and
+specgate compiler owns the cache). JSON-schema grammars use xgrammar's `strict_mode` unless
+`allow_extra_properties` (objects/arrays without `additionalProperties` / `items` admit no
+extra members: what vLLM does, and 100× faster to compile than the permissive form;
+"json_object" always admits any object), and
 `max_whitespace_cnt=max_whitespace` (bounded whitespace runs, vLLM #38696). Library errors
 become GrammarError naming the kind and xgrammar's reason.
 
@@ -77,8 +79,10 @@ class XGrammarBackend:
         stop_token_ids: Sequence[int],
         max_whitespace: int,
         max_threads: int = 2,
+        allow_extra_properties: bool = False,
     ) -> None:
         self.vocab_size = vocab_size
+        self.allow_extra_properties = allow_extra_properties
         self.stop_token_ids = tuple(stop_token_ids)
         self.max_whitespace = max_whitespace
         self.tokenizer_info = xgr.TokenizerInfo.from_huggingface(
@@ -100,12 +104,14 @@ class XGrammarBackend:
     def _compile(self, spec: GrammarSpec) -> xgr.CompiledGrammar:
         json_options: dict[str, Any] = {
             "any_whitespace": True,
-            "strict_mode": False,
+            "strict_mode": not self.allow_extra_properties,
             "max_whitespace_cnt": self.max_whitespace,
         }
         kind = spec.kind
         if kind == "json_object":
-            return self._compiler.compile_json_schema('{"type": "object"}', **json_options)
+            return self._compiler.compile_json_schema(
+                '{"type": "object"}', **{**json_options, "strict_mode": False}
+            )
         if kind == "json_schema":
             check_refs_local(spec.source_json)
             return self._compiler.compile_json_schema(spec.source, **json_options)
