@@ -160,3 +160,37 @@ def test_nan_at_allowed_id_raises_but_nan_at_masked_id_is_fine() -> None:
     allowed = torch.ones(1, 40, dtype=torch.bool)
     allowed[0, 5] = False
     assert probs_from_logits(logits, bitmask=pack_bitmask(allowed))[0, 5] == 0
+
+
+@pytest.mark.parametrize("scale", [0.5, 4.0])  # flat rows (nucleus past the candidates), peaked
+def test_candidate_top_k_top_p_equals_full_sort(monkeypatch: pytest.MonkeyPatch, scale: float) -> None:
+    """The topk-candidate fast path gives the full sort's result, falling back when it must."""
+    import sampler.probs as probs_module
+
+    gen = torch.Generator().manual_seed(7)
+    rows, vocab = 12, 3001
+    logits = torch.randn(rows, vocab, generator=gen) * scale
+    logits[3, :40] = 9.0  # ties straddling the candidate boundary
+    logits[5, 100:] = float("-inf")  # fewer allowed ids than candidates
+    top_k = torch.tensor([0, 5, 60, 64, 65, 2000, 0, 1, 50, 0, 64, 3000])
+    top_p = torch.tensor([0.9, 1.0, 0.5, 0.95, 0.99, 0.7, 0.3, 0.8, 1.0, 0.999, 0.6, 0.9])
+    widths: list[int] = []
+    real_filter = probs_module._filter_sorted
+
+    def spy(logits, sorted_logits, *args):  # type: ignore[no-untyped-def]
+        widths.append(sorted_logits.shape[1])
+        return real_filter(logits, sorted_logits, *args)
+
+    monkeypatch.setattr(probs_module, "_filter_sorted", spy)
+    for row in range(rows):
+        kwargs = dict(temperature=0.8, top_k=int(top_k[row]), top_p=float(top_p[row]))
+        monkeypatch.setattr(probs_module, "TOP_CANDIDATES", vocab)
+        full = probs_from_logits(logits[row : row + 1], **kwargs)
+        monkeypatch.setattr(probs_module, "TOP_CANDIDATES", 64)
+        fast = probs_from_logits(logits[row : row + 1], **kwargs)
+        torch.testing.assert_close(fast, full, rtol=1e-5, atol=1e-7)
+        assert torch.equal(fast > 0, full > 0), row
+    fast_widths = widths[1::2]
+    assert 64 in fast_widths  # the candidate path ran ...
+    if scale > 1:
+        assert vocab in fast_widths  # ... and so did the fallback (k past the candidates, ties)
