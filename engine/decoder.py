@@ -191,6 +191,7 @@ class SpecDecoder:
             num_rows = seq.matcher.fill_masks(seq.bitmask, drafts, start_row=0)
         num_drafts = min(len(drafts), num_rows)
         drafts = drafts[:num_drafts]
+        forced = self._forced_draft_flags(seq, num_drafts)
         t2 = time.perf_counter()
         stats.time_mask_s += t2 - t1
 
@@ -207,10 +208,17 @@ class SpecDecoder:
         stats.time_sampler_s += t4 - t3
 
         stats.steps += 1
+        stats.draft_forwards += proposal.forwards
         if num_drafts:
             stats.spec_steps += 1
             stats.draft_tokens += num_drafts
             stats.accepted_tokens += num_accepted
+            stats.forced_draft_tokens += sum(forced)
+            stats.forced_accepted_tokens += sum(forced[:num_accepted])
+        if self.drafter_name == "model" and seq.matcher is not None and (
+            proposal.ends_refused or (len(proposal.token_ids) < k and num_rows == len(proposal.token_ids) + 1)
+        ):
+            stats.draft_strays += 1  # a masked drafter stops short only where the grammar ends
         if seq.adaptive is not None:
             seq.adaptive.observe(
                 k=k, num_drafts=num_drafts, num_accepted=num_accepted,
@@ -219,6 +227,16 @@ class SpecDecoder:
         committed = self._commit(seq, emitted)
         stats.time_total_s += time.perf_counter() - t0
         return committed
+
+    @staticmethod
+    def _forced_draft_flags(seq: Sequence, num_drafts: int) -> list[bool]:
+        """Per draft: did its verify mask row allow exactly one token (grammar-forced)?"""
+        if seq.matcher is None or num_drafts == 0:
+            return [False] * num_drafts
+        rows = seq.bitmask[:num_drafts]  # int32 [n, W]
+        one_word = (rows != 0).sum(dim=1) == 1  # [n]
+        word = rows.sum(dim=1)  # [n]: the only nonzero word where one_word
+        return (one_word & ((word & (word - 1)) == 0)).tolist()
 
     def _sample(
         self, seq: Sequence, logits: torch.Tensor, drafts: list[int], proposal: Proposal, num_rows: int

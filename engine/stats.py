@@ -1,8 +1,9 @@
 """Per-request and engine-wide speculation statistics (pure data; the gateway logs/exports).
 
 `RequestStats` counts one request's tokens and splits its time into draft / target / mask /
-sampler. `EngineStats` aggregates finished and running steps for a metrics line. Neither
-knows how the numbers were produced.
+sampler; it also says where the drafts came from (grammar-forced vs drafter) and how often an
+unmasked draft model strayed off the grammar. `EngineStats` aggregates finished and running
+steps for a metrics line. Neither knows how the numbers were produced.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ class RequestStats:
     accepted_tokens: int = 0    # drafts the rejection sampler accepted
     steps: int = 0              # target forwards after prefill (one per step)
     spec_steps: int = 0         # steps that verified at least one draft
+    forced_draft_tokens: int = 0     # drafts whose mask allowed only them (grammar-forced, free)
+    forced_accepted_tokens: int = 0  # of those, accepted (all unless an earlier draft was rejected)
+    draft_forwards: int = 0          # draft-model forwards spent proposing
+    draft_strays: int = 0            # proposals a model drafter cut or ended at a grammar-refused token
     time_draft_s: float = 0.0
     time_target_s: float = 0.0
     time_mask_s: float = 0.0
