@@ -1,0 +1,55 @@
+"""The benchmark's named configurations and what each one means.
+
+Torch-engine configurations (specgate's own `SpecDecoder`, same models, same grammar path):
+- `no-spec`: constrained decoding, no speculation (the baseline every speedup divides by);
+- `spec-unmasked-draft`: draft = argmax of the RAW draft logits (vLLM's default); a draft the
+  grammar refuses is truncated; verification masks p (exact);
+- `spec-raw-q`: drafts sampled from the unmasked q = T(raw draft logits); a refused draft is
+  kept and rejected with certainty (exact); at T=0 identical to `spec-unmasked-draft`;
+- `specgate`: the same grammar mask on q and p (drafts never stray; forced tokens are free);
+- `ngram`: prompt lookup + grammar-forced tokens, no draft model;
+- `forced-only`: grammar-forced tokens only (isolates what the grammar alone gives).
+Peers:
+- `hf-assisted`: HF transformers `generate(assistant_model=...)` with xgrammar's
+  `xgrammar.contrib.hf.LogitsProcessor` (stateful; HF runs one processor list on both sides);
+- `vllm-native`, `vllm-native-fixed`, `specgate-vllm`: from `benchmarks.vllm_configs`
+  (`run_vllm_config`), owned by the vLLM engineer; rows are marked unavailable when it is absent.
+
+Knows nothing about workloads or timing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class TorchConfig:
+    drafter: Literal["model", "ngram", "forced", "none"]
+    draft_mask: bool = True
+    unmasked_mode: Literal["argmax", "sample"] = "argmax"
+
+    @property
+    def speculates(self) -> bool:
+        return self.drafter != "none"
+
+
+TORCH_CONFIGS: dict[str, TorchConfig] = {
+    "no-spec": TorchConfig(drafter="none"),
+    "spec-unmasked-draft": TorchConfig(drafter="model", draft_mask=False, unmasked_mode="argmax"),
+    "spec-raw-q": TorchConfig(drafter="model", draft_mask=False, unmasked_mode="sample"),
+    "specgate": TorchConfig(drafter="model", draft_mask=True),
+    "ngram": TorchConfig(drafter="ngram"),
+    "forced-only": TorchConfig(drafter="forced"),
+}
+HF_CONFIGS = ("hf-assisted",)
+VLLM_CONFIGS = ("vllm-native", "vllm-native-fixed", "specgate-vllm")
+CONFIGS = (*TORCH_CONFIGS, *HF_CONFIGS, *VLLM_CONFIGS)
+BASELINE = "no-spec"
+
+
+def check_configs(names: tuple[str, ...] | list[str]) -> None:
+    unknown = [name for name in names if name not in CONFIGS]
+    if unknown:
+        raise ValueError(f"unknown configuration(s) {unknown}; expected names from {', '.join(CONFIGS)}")

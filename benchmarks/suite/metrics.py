@@ -1,0 +1,139 @@
+"""Aggregate request records into one result row per (workload, config, K, temperature).
+
+Row fields (None where the runner could not measure them):
+- `acceptance_rate` = Σ accepted / Σ drafted; `mean_accepted_length` = Σ tokens / Σ steps
+  (tokens per target step, bonus/recovered included);
+- `tokens_per_second` = Σ decode tokens / Σ decode time (first step, which carries the
+  prefill, excluded); `e2e_tokens_per_second` = Σ tokens / Σ request latency;
+- `speedup` = tokens_per_second / that of `no-spec` on the same workload and temperature,
+  measured in the same run (None without that baseline);
+- `predicted_speedup` = `sampler.expected_speedup(α, K, c, verify_cost)` with α the measured
+  acceptance, c = measured draft time per step / (K · no-spec step time) (so grammar-forced
+  drafts that need no forward lower c) and verify_cost = measured verify time per step /
+  no-spec step time; `speedup_vs_predicted` = speedup / predicted_speedup. The model assumes
+  i.i.d. acceptance and full K-token proposals: a ratio below 1 says proposals were cut short
+  (n-gram misses, strays, grammar end) or acceptances cluster;
+- `validity` = share of requests whose output the independent oracle accepts;
+- `mask_share` = verify-side mask time / total step time (masks filled inside the drafter
+  count as draft time);
+- `forced_share` = grammar-forced accepted drafts / all accepted drafts; `stray_rate` =
+  strays per step; `strays_early_share` = strays within the first EARLY_TOKENS tokens / strays;
+- `latency_p50_s` / `latency_p99_s` over requests (prefill included);
+- `errors` (count) and `error` (the first message).
+Knows nothing about models or files.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from benchmarks.suite.configs import BASELINE
+from benchmarks.suite.records import RequestRecord
+
+
+def _sum(records: list[RequestRecord], name: str) -> float | None:
+    values = [getattr(r, name) for r in records]
+    if any(v is None for v in values):
+        return None
+    return float(sum(values))
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den == 0:
+        return None
+    return num / den
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in [0, 100]) of a non-empty list, else None."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100.0
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(records: list[RequestRecord]) -> dict[str, Any]:
+    """One row (without the baseline-relative fields) from the records of one cell."""
+    first = records[0]
+    ok = [r for r in records if r.error is None]
+    errors = [r.error for r in records if r.error is not None]
+    row: dict[str, Any] = {
+        "workload": first.workload, "config": first.config, "k": first.k, "temperature": first.temperature,
+        "requests": len(records), "errors": len(errors), "error": errors[0] if errors else None,
+    }
+    if not ok:
+        return row
+    tokens = _sum(ok, "completion_tokens")
+    steps = _sum(ok, "steps")
+    drafted = _sum(ok, "draft_tokens")
+    accepted = _sum(ok, "accepted_tokens")
+    decode_time = _sum(ok, "decode_time_s")
+    decode_steps = _sum(ok, "decode_steps")
+    total_time = _sum(ok, "time_target_s")
+    step_time_parts = [_sum(ok, n) for n in ("time_draft_s", "time_target_s", "time_mask_s", "time_sampler_s")]
+    step_time = None if any(p is None for p in step_time_parts) else sum(p for p in step_time_parts if p)
+    strays = _sum(ok, "draft_strays")
+    forced_accepted = _sum(ok, "forced_accepted_tokens")
+    row.update({
+        "completion_tokens": int(tokens or 0),
+        "steps": int(steps or 0),
+        "draft_tokens": None if drafted is None else int(drafted),
+        "accepted_tokens": None if accepted is None else int(accepted),
+        "acceptance_rate": _ratio(accepted, drafted) if drafted else None,
+        "mean_accepted_length": _ratio(tokens, steps),
+        "tokens_per_second": _ratio(_sum(ok, "decode_tokens"), decode_time),
+        "e2e_tokens_per_second": _ratio(tokens, _sum(ok, "latency_s")),
+        "decode_step_s": _ratio(decode_time, decode_steps),
+        "decode_draft_step_s": _ratio(_sum(ok, "decode_draft_s"), decode_steps),
+        "decode_verify_step_s": _ratio(_sum(ok, "decode_verify_s"), decode_steps),
+        "validity": sum(1 for r in ok if r.valid) / len(ok),
+        "mask_share": _ratio(_sum(ok, "time_mask_s"), step_time) if total_time is not None else None,
+        "forced_share": _ratio(forced_accepted, accepted) if accepted else None,
+        "forced_draft_tokens": None if _sum(ok, "forced_draft_tokens") is None
+        else int(_sum(ok, "forced_draft_tokens") or 0),
+        "draft_forwards": None if _sum(ok, "draft_forwards") is None else int(_sum(ok, "draft_forwards") or 0),
+        "draft_strays": None if strays is None else int(strays),
+        "stray_rate": _ratio(strays, steps),
+        "strays_early_share": _ratio(_sum(ok, "strays_early"), strays) if strays else None,
+        "latency_p50_s": percentile([r.latency_s for r in ok], 50),
+        "latency_p99_s": percentile([r.latency_s for r in ok], 99),
+    })
+    return row
+
+
+def add_relative(rows: list[dict[str, Any]]) -> None:
+    """Fill speedup, predicted_speedup and speedup_vs_predicted against the no-spec rows."""
+    from sampler import expected_speedup
+
+    baseline: dict[tuple[str, float], dict[str, Any]] = {}
+    for row in rows:
+        if row["config"] == BASELINE and row.get("tokens_per_second"):
+            baseline[(row["workload"], row["temperature"])] = row
+    for row in rows:
+        base = baseline.get((row["workload"], row["temperature"]))
+        row["speedup"] = row["predicted_speedup"] = row["speedup_vs_predicted"] = None
+        if base is None or not row.get("tokens_per_second"):
+            continue
+        row["speedup"] = row["tokens_per_second"] / base["tokens_per_second"]
+        plain_step = base.get("decode_step_s")
+        alpha, k = row.get("acceptance_rate"), row.get("k") or 0
+        draft_step, verify_step = row.get("decode_draft_step_s"), row.get("decode_verify_step_s")
+        if (row["config"] == BASELINE or not plain_step or alpha is None or k <= 0
+                or draft_step is None or verify_step is None):
+            continue
+        c = draft_step / (k * plain_step)
+        row["predicted_speedup"] = float(expected_speedup(alpha, k, c, verify_step / plain_step))
+        row["speedup_vs_predicted"] = row["speedup"] / row["predicted_speedup"]
+
+
+def aggregate(records: list[RequestRecord]) -> list[dict[str, Any]]:
+    cells: dict[tuple[str, str, int, float], list[RequestRecord]] = defaultdict(list)
+    for record in records:
+        cells[(record.workload, record.config, record.k, record.temperature)].append(record)
+    rows = [summarize(cell) for cell in cells.values()]
+    add_relative(rows)
+    return rows

@@ -1,0 +1,198 @@
+"""The bench run: settings, the configuration × workload matrix, the sweeps, the outputs.
+
+`run_bench(settings, *, log=print) -> dict` loads the target/draft pair once, runs every
+(workload, configuration) cell of the main matrix at (K, T) = (settings.k,
+settings.temperature), then the K sweep and the temperature sweep on `sweep_workload`,
+aggregates (benchmarks.suite.metrics), writes the JSON to `settings.out`, the PNG plots and
+the markdown table next to it (`<stem>.md`, or `bench.md` when `md_out` says so), and
+returns the document. Configurations run side by side in the same process on the same
+models, interleaved per case, so machine noise spreads over all of them. The same seed per
+case gives every configuration the same sampling stream start.
+
+Main matrix: every configuration on `workloads`; the mask-sensitivity variants
+(`json-noschema`, `json-ws1`) only with `variant_configs`. Knows nothing about argv.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from benchmarks.suite.configs import CONFIGS, HF_CONFIGS, TORCH_CONFIGS, VLLM_CONFIGS, check_configs
+from benchmarks.suite.records import RequestRecord
+from benchmarks.suite.workloads import WORKLOADS, Workload, load_workload
+
+VARIANT_WORKLOADS = ("json-noschema", "json-ws1")
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    quick: bool = True
+    target: str = "qwen2.5-coder-1.5b"
+    draft: str = "qwen2.5-coder-0.5b"
+    dtype: str = "bfloat16"
+    workloads: tuple[str, ...] = ("json", "tools", "sql", "chat")
+    configs: tuple[str, ...] = CONFIGS
+    variant_workloads: tuple[str, ...] = VARIANT_WORKLOADS
+    variant_configs: tuple[str, ...] = ("no-spec", "spec-unmasked-draft", "specgate")
+    num_cases: int = 2
+    max_tokens: int = 32
+    k: int = 4
+    temperature: float = 0.0
+    sweep_workload: str = "json"
+    k_sweep: tuple[int, ...] = (1, 4, 8)
+    k_sweep_configs: tuple[str, ...] = ("spec-unmasked-draft", "specgate")
+    temperature_sweep: tuple[float, ...] = (0.0, 0.7, 1.0)
+    temperature_sweep_configs: tuple[str, ...] = ("no-spec", "spec-unmasked-draft", "spec-raw-q", "specgate")
+    sweep_cases: int = 1
+    seed: int = 0
+    data_dir: str | None = None
+    num_threads: int | None = None
+    out: str = "benchmarks/results/bench_quick.json"
+    md_out: str | None = None
+
+    def __post_init__(self) -> None:
+        check_configs(self.configs)
+        check_configs(self.variant_configs)
+        check_configs(self.k_sweep_configs)
+        check_configs(self.temperature_sweep_configs)
+        for name in (*self.workloads, *self.variant_workloads, self.sweep_workload):
+            if name not in WORKLOADS:
+                raise ValueError(f"unknown workload {name!r}; expected one of {', '.join(WORKLOADS)}")
+        if self.num_cases < 1 or self.sweep_cases < 0 or self.max_tokens < 1 or self.k < 1:
+            raise ValueError("num_cases, max_tokens and k must be >= 1 and sweep_cases >= 0")
+        if any(k < 1 for k in self.k_sweep) or any(t < 0 for t in self.temperature_sweep):
+            raise ValueError("K sweep values must be >= 1 and temperatures >= 0")
+
+
+def quick_settings(**overrides: Any) -> BenchSettings:
+    """Every configuration, few prompts, small max_tokens, reduced sweeps (< 10 min on 2 cores)."""
+    return replace(BenchSettings(), **overrides)
+
+
+def full_settings(**overrides: Any) -> BenchSettings:
+    base = BenchSettings(
+        quick=False, workloads=("json", "tools", "sql", "chat"),
+        variant_configs=tuple(c for c in CONFIGS if c not in VLLM_CONFIGS),
+        num_cases=8, max_tokens=128, k_sweep=tuple(range(1, 9)), sweep_cases=4,
+        k_sweep_configs=("spec-unmasked-draft", "specgate", "ngram"),
+        out="benchmarks/results/bench.json",
+    )
+    return replace(base, **overrides)
+
+
+Log = Callable[[str], None]
+
+
+class Bench:
+    """Loaded models + runners; `cell(...)` measures one (workload, config, K, T) cell."""
+
+    def __init__(self, settings: BenchSettings, *, log: Log) -> None:
+        import torch
+
+        from benchmarks.suite.torch_runner import TorchRunner
+        from engine import loader
+
+        if settings.num_threads:
+            torch.set_num_threads(settings.num_threads)
+        self.settings = settings
+        self.log = log
+        start = time.perf_counter()
+        target, tokenizer = loader.load(settings.target, dtype=settings.dtype, device="cpu")
+        needs_draft = any(TORCH_CONFIGS[c].drafter == "model" for c in self._all_torch_configs()) or any(
+            c in HF_CONFIGS for c in settings.configs)
+        draft = loader.load(settings.draft, dtype=settings.dtype, device="cpu")[0] if needs_draft else None
+        log(f"loaded {settings.target} + {settings.draft if draft is not None else 'no draft'} "
+            f"in {time.perf_counter() - start:.1f}s")
+        self.runner = TorchRunner(target_model=target, draft_model=draft, tokenizer=tokenizer)
+        self._workloads: dict[tuple[str, int], Workload] = {}
+
+    def _all_torch_configs(self) -> set[str]:
+        s = self.settings
+        names = {*s.configs, *s.variant_configs, *s.k_sweep_configs, *s.temperature_sweep_configs}
+        return {n for n in names if n in TORCH_CONFIGS}
+
+    def workload(self, name: str, n: int) -> Workload:
+        if (name, n) not in self._workloads:
+            data_dir = pathlib.Path(self.settings.data_dir) if self.settings.data_dir else None
+            self._workloads[(name, n)] = load_workload(name, n, data_dir=data_dir)
+        return self._workloads[(name, n)]
+
+    def run_cells(self, workload: Workload, configs: tuple[str, ...], *, k: int, temperature: float) -> list[RequestRecord]:
+        """All configs on all cases of one workload, interleaved per case."""
+        from benchmarks.suite.hf_runner import run_hf_assisted
+        from benchmarks.suite.vllm_rows import vllm_records
+
+        s = self.settings
+        records: list[RequestRecord] = []
+        for index, case in enumerate(workload.cases):
+            for config in configs:
+                if config in TORCH_CONFIGS:
+                    record = self.runner.run(workload, case, config, k=k, temperature=temperature,
+                                             max_tokens=s.max_tokens, seed=s.seed + index)
+                elif config in HF_CONFIGS:
+                    record = run_hf_assisted(self.runner, workload, case, k=k, temperature=temperature,
+                                             max_tokens=s.max_tokens, seed=s.seed + index)
+                else:
+                    continue
+                records.append(record)
+                self.log(f"  {workload.name:13} {config:20} K={record.k} T={temperature} {case.case_id[:40]:40} "
+                         f"tokens={record.completion_tokens} steps={record.steps} "
+                         f"{record.latency_s:.1f}s valid={record.valid}"
+                         + (f" ERROR {record.error[:120]}" if record.error else ""))
+        for config in configs:
+            if config in VLLM_CONFIGS:
+                records.extend(vllm_records(workload, config, k=k, temperature=temperature, max_tokens=s.max_tokens))
+        return records
+
+
+def run_bench(settings: BenchSettings, *, log: Log = print) -> dict[str, Any]:
+    from benchmarks.suite import metrics, plots, report
+    from benchmarks.suite.vllm_rows import vllm_unavailable_reason
+
+    started = time.perf_counter()
+    bench = Bench(settings, log=log)
+    s = settings
+    main_records: list[RequestRecord] = []
+    for name in s.workloads:
+        log(f"workload {name}")
+        main_records += bench.run_cells(bench.workload(name, s.num_cases), s.configs, k=s.k, temperature=s.temperature)
+    for name in s.variant_workloads:
+        log(f"workload {name}")
+        main_records += bench.run_cells(bench.workload(name, s.num_cases), s.variant_configs, k=s.k,
+                                        temperature=s.temperature)
+    k_records: list[RequestRecord] = []
+    t_records: list[RequestRecord] = []
+    if s.sweep_cases:
+        sweep = bench.workload(s.sweep_workload, s.sweep_cases)
+        log(f"K sweep on {sweep.name}")
+        k_records += bench.run_cells(sweep, ("no-spec",), k=1, temperature=s.temperature)
+        for k in s.k_sweep:
+            k_records += bench.run_cells(sweep, s.k_sweep_configs, k=k, temperature=s.temperature)
+        log(f"temperature sweep on {sweep.name}")
+        for temperature in s.temperature_sweep:
+            t_records += bench.run_cells(sweep, s.temperature_sweep_configs, k=s.k, temperature=temperature)
+
+    unavailable = {}
+    reason = vllm_unavailable_reason()
+    if reason is not None:
+        unavailable = {name: reason for name in VLLM_CONFIGS if name in s.configs}
+    out = pathlib.Path(s.out)
+    document: dict[str, Any] = {
+        "results": metrics.aggregate(main_records),
+        "sweeps": {"k": metrics.aggregate(k_records), "temperature": metrics.aggregate(t_records)},
+        "machine": report.machine_info(),
+        "settings": asdict(s),
+        "unavailable": unavailable,
+        "requests": [r.as_dict() for r in main_records + k_records + t_records],
+    }
+    document["plots"] = plots.plot_sweeps(document, out.parent, out.stem)
+    document["wall_s"] = time.perf_counter() - started
+    report.write_json(document, out)
+    md_path = pathlib.Path(s.md_out) if s.md_out else out.with_suffix(".md")
+    md_path.write_text(report.markdown(document))
+    log(f"wrote {out} and {md_path} in {document['wall_s']:.0f}s")
+    return document

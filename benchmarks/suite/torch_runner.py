@@ -1,0 +1,134 @@
+"""Runs one case under one torch configuration, step by step, and measures it.
+
+`TorchRunner(target_model, draft_model, tokenizer)` holds the loaded pair and one
+`GrammarCompiler` per whitespace bound. `run(workload, case, config, k=, temperature=,
+max_tokens=, seed=)` builds the prompt with the tokenizer's chat template (tools rendered
+by it, as the gateway does: `gateway.prompting.render_chat`), the grammar with
+`grammars.spec_from_request` on the case's OpenAI-shaped body, then drives
+`SpecDecoder.new_sequence` / `step` and reads `RequestStats` deltas after every step (strays
+near the start, decode-only times). The same seed gives every configuration the same
+sampling stream start. Knows nothing about aggregation or output files.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from benchmarks.suite.configs import TORCH_CONFIGS
+from benchmarks.suite.records import EARLY_TOKENS, RequestRecord, describe_error
+from benchmarks.suite.validity import is_valid
+from benchmarks.suite.workloads import Case, Workload
+
+
+class TorchRunner:
+    def __init__(self, *, target_model: Any, draft_model: Any | None, tokenizer: Any) -> None:
+        from engine.decoder import stop_token_ids
+
+        self.target_model = target_model
+        self.draft_model = draft_model
+        self.tokenizer = tokenizer
+        self.logits_width = int(target_model.get_output_embeddings().weight.shape[0])
+        self.stop_ids = sorted(stop_token_ids(target_model, tokenizer))
+        self._compilers: dict[int, Any] = {}
+        self._grammars: dict[tuple[int, str], Any] = {}
+        self._decoders: dict[tuple[str, int], Any] = {}
+
+    def compiler(self, max_whitespace: int) -> Any:
+        from grammars import GrammarCompiler
+
+        if max_whitespace not in self._compilers:
+            self._compilers[max_whitespace] = GrammarCompiler(
+                self.tokenizer, vocab_size=self.logits_width, stop_token_ids=self.stop_ids,
+                max_whitespace=max_whitespace,
+            )
+        return self._compilers[max_whitespace]
+
+    def grammar(self, workload: Workload, case: Case) -> Any | None:
+        """The compiled grammar for a case (None when the body asks for no constraint)."""
+        from grammars import spec_from_request
+        from grammars.spec import canonical_json
+
+        spec = spec_from_request(case.body)
+        if spec is None:
+            return None
+        key = (workload.max_whitespace, canonical_json(case.body))
+        if key not in self._grammars:
+            self._grammars[key] = self.compiler(workload.max_whitespace).compile(spec)
+        return self._grammars[key]
+
+    def prompt_ids(self, case: Case) -> list[int]:
+        from gateway.prompting import encode_text, render_chat
+
+        return encode_text(self.tokenizer, render_chat(self.tokenizer, case.messages, case.tools))
+
+    def decoder(self, config_name: str, k: int) -> Any:
+        from engine.decoder import SpecDecoder
+
+        config = TORCH_CONFIGS[config_name]
+        key = (config_name, k if config.speculates else 0)
+        if key not in self._decoders:
+            if config.drafter == "model" and self.draft_model is None:
+                raise ValueError(f"configuration {config_name!r} needs a draft model")
+            self._decoders[key] = SpecDecoder(
+                target_model=self.target_model, tokenizer=self.tokenizer,
+                draft_model=self.draft_model if config.drafter == "model" else None,
+                drafter=config.drafter, k=key[1], draft_mask=config.draft_mask,
+                unmasked_mode=config.unmasked_mode,
+            )
+        return self._decoders[key]
+
+    def text(self, token_ids: list[int]) -> str:
+        ids = list(token_ids)
+        while ids and ids[-1] in self.stop_ids:
+            ids.pop()
+        return str(self.tokenizer.decode(ids, skip_special_tokens=False))
+
+    def run(
+        self, workload: Workload, case: Case, config_name: str, *, k: int, temperature: float,
+        max_tokens: int, seed: int,
+    ) -> RequestRecord:
+        from engine.types import GenerationRequest, SamplingOptions
+
+        record = RequestRecord(workload.name, config_name, case.case_id,
+                               k if TORCH_CONFIGS[config_name].speculates else 0, temperature)
+        start = time.perf_counter()
+        try:
+            grammar = self.grammar(workload, case)
+            decoder = self.decoder(config_name, k)
+            request = GenerationRequest(
+                case.case_id, self.prompt_ids(case),
+                SamplingOptions(temperature=temperature, max_tokens=max_tokens, seed=seed), grammar=grammar,
+            )
+            seq = decoder.new_sequence(request)
+            stats = seq.stats
+            strays_early = 0
+            try:
+                while not seq.finished:
+                    before_tokens = len(seq.output_ids)
+                    before = (stats.time_total_s, stats.time_draft_s, stats.draft_strays, stats.steps)
+                    decoder.step(seq)
+                    strays_early += int(stats.draft_strays > before[2] and before_tokens < EARLY_TOKENS)
+                    if before[3] > 0:  # decode steps only: the first step carries the prefill
+                        record.decode_steps += 1
+                        record.decode_tokens += len(seq.output_ids) - before_tokens
+                        record.decode_time_s += stats.time_total_s - before[0]
+                        record.decode_draft_s = (record.decode_draft_s or 0.0) + stats.time_draft_s - before[1]
+            finally:
+                seq.free()
+            record.latency_s = time.perf_counter() - start
+            record.decode_verify_s = record.decode_time_s - (record.decode_draft_s or 0.0)
+            record.completion_tokens = stats.completion_tokens
+            record.steps = stats.steps
+            for name in ("draft_tokens", "accepted_tokens", "forced_draft_tokens", "forced_accepted_tokens",
+                         "draft_forwards", "draft_strays", "time_draft_s", "time_target_s", "time_mask_s",
+                         "time_sampler_s"):
+                setattr(record, name, getattr(stats, name))
+            record.strays_early = strays_early
+            record.finish_reason = seq.finish_reason
+            record.text = self.text(seq.output_ids)
+            record.valid = is_valid(record.text, case.check)
+        except Exception as exc:  # one failing case is a recorded error, not a lost run
+            record.latency_s = time.perf_counter() - start
+            record.error = describe_error(exc)
+        return record

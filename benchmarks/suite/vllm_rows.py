@@ -1,0 +1,77 @@
+"""The vLLM rows (`vllm-native`, `vllm-native-fixed`, `specgate-vllm`), from the vLLM
+engineer's `benchmarks.vllm_configs.run_vllm_config(config_name, prompts, *, max_tokens,
+temperature, k) -> list[dict]` when that module exists.
+
+`vllm_records(workload, config, ...)` passes each case as an OpenAI-shaped body
+(`messages`, `tools`, plus the case's grammar fields) and maps each returned dict onto a
+`RequestRecord` by key (`text`, `completion_tokens`, `steps`, `draft_tokens`,
+`accepted_tokens`, `latency_s`, `time_s`/`decode_time_s`); keys it does not return stay None.
+`vllm_unavailable_reason()` says why the rows cannot be measured (module missing, vllm not
+importable), or None. Never fabricates a number. Knows nothing about aggregation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+from benchmarks.suite.records import RequestRecord, describe_error
+from benchmarks.suite.validity import is_valid
+from benchmarks.suite.workloads import Workload
+
+
+def vllm_unavailable_reason() -> str | None:
+    if importlib.util.find_spec("benchmarks.vllm_configs") is None:
+        return "benchmarks/vllm_configs.py (run_vllm_config) does not exist yet"
+    if importlib.util.find_spec("vllm") is None:
+        return "vllm is not installed in this environment"
+    try:
+        module = importlib.import_module("benchmarks.vllm_configs")
+    except Exception as exc:  # a broken optional peer is reported, not fatal
+        return f"benchmarks.vllm_configs does not import: {type(exc).__name__}: {exc}"
+    if not callable(getattr(module, "run_vllm_config", None)):
+        return "benchmarks.vllm_configs has no run_vllm_config"
+    return None
+
+
+def _body(case: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"messages": case.messages, **case.body}
+    if case.tools is not None:
+        body["tools"] = case.tools
+    return body
+
+
+def vllm_records(
+    workload: Workload, config: str, *, k: int, temperature: float, max_tokens: int
+) -> list[RequestRecord]:
+    reason = vllm_unavailable_reason()
+    records = [RequestRecord(workload.name, config, case.case_id, k, temperature) for case in workload.cases]
+    if reason is not None:
+        for record in records:
+            record.error = f"unavailable: {reason}"
+        return records
+    module = importlib.import_module("benchmarks.vllm_configs")
+    try:
+        results = module.run_vllm_config(config, [_body(case) for case in workload.cases],
+                                         max_tokens=max_tokens, temperature=temperature, k=k)
+    except Exception as exc:  # the peer failing is a finding
+        for record in records:
+            record.error = describe_error(exc)
+        return records
+    for record, case, result in zip(records, workload.cases, results, strict=False):
+        text = str(result.get("text", ""))
+        record.text = text
+        record.completion_tokens = int(result.get("completion_tokens", 0))
+        record.steps = int(result.get("steps", 0) or 0)
+        for key in ("draft_tokens", "accepted_tokens"):
+            if result.get(key) is not None:
+                setattr(record, key, int(result[key]))
+        record.latency_s = float(result.get("latency_s", result.get("time_s", 0.0)) or 0.0)
+        record.decode_time_s = float(result.get("decode_time_s", record.latency_s) or 0.0)
+        record.decode_tokens = record.completion_tokens
+        record.decode_steps = record.steps
+        record.finish_reason = result.get("finish_reason")
+        record.error = result.get("error")
+        record.valid = is_valid(text, case.check) if record.error is None else None
+    return records

@@ -1,0 +1,65 @@
+"""`specgate bench`: specgate's configurations and its peers side by side on the Qwen pair.
+
+    specgate bench [--quick] [--out FILE] [--md FILE] [--workloads json,tools] [--configs ...]
+                   [--cases N] [--max-tokens N] [-k K] [--temperature T] [--target M] [--draft M]
+
+Writes the JSON results (`--out`), PNG sweep plots next to it and a markdown table (`--md`,
+default: the JSON path with `.md`). Defaults: quick mode → benchmarks/results/bench_quick.json,
+full mode → benchmarks/results/bench.json. All logic lives in `benchmarks.suite`; heavy
+imports happen inside `run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def run(args: argparse.Namespace) -> int:
+    from benchmarks.suite.runner import full_settings, quick_settings, run_bench
+
+    overrides: dict[str, Any] = {}
+    for name, key in (("out", "out"), ("md", "md_out"), ("cases", "num_cases"), ("max_tokens", "max_tokens"),
+                      ("k", "k"), ("temperature", "temperature"), ("target", "target"), ("draft", "draft"),
+                      ("dtype", "dtype"), ("data_dir", "data_dir"), ("threads", "num_threads"),
+                      ("sweep_cases", "sweep_cases"), ("seed", "seed")):
+        value = getattr(args, name)
+        if value is not None:
+            overrides[key] = value
+    for name, key in (("workloads", "workloads"), ("configs", "configs"), ("variant_workloads", "variant_workloads")):
+        value = getattr(args, name)
+        if value is not None:
+            overrides[key] = _csv(value)
+    try:
+        settings = (quick_settings if args.quick else full_settings)(**overrides)
+    except ValueError as exc:
+        print(f"specgate bench: {exc}")
+        return 2
+    run_bench(settings, log=lambda line: print(line, flush=True))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("bench", help="benchmark specgate's configurations and peers side by side")
+    p.add_argument("--quick", action="store_true", help="few prompts, small max_tokens, reduced sweeps (< 10 min)")
+    p.add_argument("--out", default=None, help="results JSON path")
+    p.add_argument("--md", default=None, help="markdown table path (default: the JSON path with .md)")
+    p.add_argument("--workloads", default=None, help="comma-separated: json,tools,sql,chat,json-noschema,json-ws1")
+    p.add_argument("--variant-workloads", default=None, help="comma-separated mask-sensitivity workloads ('' for none)")
+    p.add_argument("--configs", default=None, help="comma-separated configuration names")
+    p.add_argument("--cases", type=int, default=None, help="requests per workload")
+    p.add_argument("--sweep-cases", type=int, default=None, help="requests per sweep point (0: no sweeps)")
+    p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("-k", type=int, default=None, help="draft tokens per step for the main matrix")
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--target", default=None, help="target model name or directory")
+    p.add_argument("--draft", default=None, help="draft model name or directory")
+    p.add_argument("--dtype", choices=["bfloat16", "float32"], default=None)
+    p.add_argument("--data-dir", default=None, help="shared data directory (default ../shared/data)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads")
+    p.add_argument("--seed", type=int, default=None)
+    p.set_defaults(func=run)
