@@ -1,0 +1,100 @@
+"""The bench end to end on the tiny random pair (torch configurations + the HF peer): it
+writes a JSON with the documented fields for every (workload, config) cell, a markdown
+table, sweep plots; the engine's new counters behave (a masked draft never strays)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+
+from benchmarks.suite.configs import TORCH_CONFIGS
+from benchmarks.suite.report import REQUIRED_FIELDS
+from benchmarks.suite.runner import quick_settings, run_bench
+
+WORKLOADS = ("json", "tools", "sql", "chat")
+CONFIGS = (*TORCH_CONFIGS, "hf-assisted")
+
+
+@pytest.fixture(scope="module")
+def bench_doc(tiny_target_dir: pathlib.Path, tiny_draft_dir: pathlib.Path, data_dir: pathlib.Path,
+              tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], pathlib.Path]:
+    out = tmp_path_factory.mktemp("bench") / "bench_tiny.json"
+    settings = quick_settings(
+        target=str(tiny_target_dir), draft=str(tiny_draft_dir), dtype="float32", data_dir=str(data_dir),
+        workloads=WORKLOADS, configs=CONFIGS, variant_workloads=("json-ws1",), num_cases=1, max_tokens=6,
+        k_sweep=(1, 2), temperature_sweep=(0.0, 1.0), sweep_cases=1, out=str(out),
+    )
+    document = run_bench(settings, log=lambda _line: None)
+    return document, out
+
+
+def test_json_has_every_cell_with_documented_fields(bench_doc: tuple[dict[str, Any], pathlib.Path]) -> None:
+    document, out = bench_doc
+    on_disk = json.loads(out.read_text())
+    assert on_disk["results"] == json.loads(json.dumps(document["results"], default=str))
+    assert {"cpu_count", "torch_threads", "torch"} <= set(on_disk["machine"])
+    cells = {(row["workload"], row["config"]) for row in on_disk["results"]}
+    assert {(w, c) for w in WORKLOADS for c in CONFIGS} <= cells
+    assert {("json-ws1", c) for c in ("no-spec", "spec-unmasked-draft", "specgate")} <= cells
+    for row in on_disk["results"]:
+        if row["config"] in TORCH_CONFIGS:
+            assert row["errors"] == 0, row
+            assert set(REQUIRED_FIELDS) <= set(row), row
+            assert row["tokens_per_second"] > 0 and 0.0 <= row["validity"] <= 1.0
+            assert row["latency_p50_s"] <= row["latency_p99_s"]
+    by_cell = {(row["workload"], row["config"]): row for row in on_disk["results"]}
+    assert by_cell[("json", "no-spec")]["speedup"] == pytest.approx(1.0)
+    assert by_cell[("json", "specgate")]["predicted_speedup"] is not None
+    hf_chat = by_cell[("chat", "hf-assisted")]
+    assert hf_chat["errors"] == 0 and hf_chat["completion_tokens"] > 0
+
+
+def test_counters(bench_doc: tuple[dict[str, Any], pathlib.Path]) -> None:
+    document, _ = bench_doc
+    for request in document["requests"]:
+        if request["error"] is not None or request["config"] not in TORCH_CONFIGS:
+            continue
+        if request["config"] in ("specgate", "ngram", "forced-only", "no-spec") or request["workload"] == "chat":
+            assert request["draft_strays"] == 0, request
+        assert request["forced_accepted_tokens"] <= request["forced_draft_tokens"] <= request["draft_tokens"]
+        assert request["forced_accepted_tokens"] <= request["accepted_tokens"]
+        if request["config"] in ("no-spec", "ngram", "forced-only"):
+            assert request["draft_forwards"] == 0
+        if request["config"] == "forced-only":
+            assert request["forced_draft_tokens"] == request["draft_tokens"]
+
+
+def test_markdown_and_plots(bench_doc: tuple[dict[str, Any], pathlib.Path]) -> None:
+    document, out = bench_doc
+    text = out.with_suffix(".md").read_text()
+    for workload in WORKLOADS:
+        assert f"## {workload}" in text
+    for config in CONFIGS:
+        assert f"| {config} |" in text
+    assert len(document["plots"]) == 2
+    for plot in document["plots"]:
+        assert pathlib.Path(plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    k_values = {row["k"] for row in document["sweeps"]["k"] if row["config"] == "specgate"}
+    assert k_values == {1, 2}
+    temperatures = {row["temperature"] for row in document["sweeps"]["temperature"]}
+    assert temperatures == {0.0, 1.0}
+
+
+def test_vllm_rows_unavailable_are_marked_not_faked(monkeypatch: pytest.MonkeyPatch, data_dir: pathlib.Path) -> None:
+    from benchmarks.suite import vllm_rows
+    from benchmarks.suite.workloads import load_workload
+
+    monkeypatch.setattr(vllm_rows, "vllm_unavailable_reason", lambda: "no vllm here")
+    records = vllm_rows.vllm_records(load_workload("json", 2, data_dir=data_dir), "vllm-native",
+                                     k=4, temperature=0.0, max_tokens=8)
+    assert [r.error for r in records] == ["unavailable: no vllm here"] * 2
+    assert all(r.completion_tokens == 0 and r.valid is None for r in records)
+
+
+def test_cli_rejects_unknown_config() -> None:
+    from gateway.cli import main
+
+    assert main(["bench", "--quick", "--configs", "no-spec,turbo"]) == 2
