@@ -53,14 +53,15 @@ def bfcl_schema(schema: Any, *, path: str = "#") -> dict[str, Any]:
     for key, value in schema.items():
         if key == "type":
             types = value if isinstance(value, list) else [value]
-            mapped = []
+            mapped: list[str] = []
             for bfcl_type in types:
                 if not isinstance(bfcl_type, str) or bfcl_type not in TYPE_MAP:
                     raise ValueError(f"unknown BFCL type {bfcl_type!r} at {path}")
-                if TYPE_MAP[bfcl_type] is None:  # `any`: no type constraint at all
+                json_type = TYPE_MAP[bfcl_type]
+                if json_type is None:  # `any`: no type constraint at all
                     mapped = []
                     break
-                mapped.append(TYPE_MAP[bfcl_type])
+                mapped.append(json_type)
             if len(mapped) == 1:
                 out["type"] = mapped[0]
             elif mapped:
