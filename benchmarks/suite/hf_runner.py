@@ -58,7 +58,8 @@ def run_hf_assisted(
                 raise ValueError(f"hf-assisted needs the xgrammar backend, got {grammar.backend!r}")
             from xgrammar.contrib.hf import LogitsProcessor
 
-            processors.append(LogitsProcessor(grammar._handle))
+            handle = grammar._handle  # specgate's SQL grammar wraps xgrammar's with a whitespace cap:
+            processors.append(LogitsProcessor(getattr(handle, "compiled", handle)))  # HF gets the bare one
         ids = torch.tensor([runner.prompt_ids(case)], dtype=torch.long)
         target_calls, hook = _count_forwards(runner.target_model)
         hooks.append(hook)

@@ -2,7 +2,11 @@
 
 Row fields (None where the runner could not measure them):
 - `acceptance_rate` = Σ accepted / Σ drafted; `mean_accepted_length` = Σ tokens / Σ steps
-  (tokens per target step, bonus/recovered included);
+  (tokens per target step, bonus/recovered included). For `spec-unmasked-draft` a draft the
+  grammar refuses is cut before verification (as vLLM's scheduler does) yet cost a draft
+  forward: it counts as drafted and rejected (Σ drafted += strays); `spec-raw-q` already
+  verifies (and rejects) its refused draft;
+- `stopped` = share of requests that ended by grammar end / stop token (not max_tokens);
 - `tokens_per_second` = Σ decode tokens / Σ decode time (first step, which carries the
   prefill, excluded); `e2e_tokens_per_second` = Σ tokens / Σ request latency;
 - `speedup` = tokens_per_second / that of `no-spec` on the same workload and temperature,
@@ -28,7 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from benchmarks.suite.configs import BASELINE
+from benchmarks.suite.configs import BASELINE, TORCH_CONFIGS
 from benchmarks.suite.records import RequestRecord
 
 
@@ -77,6 +81,10 @@ def summarize(records: list[RequestRecord]) -> dict[str, Any]:
     step_time_parts = [_sum(ok, n) for n in ("time_draft_s", "time_target_s", "time_mask_s", "time_sampler_s")]
     step_time = None if any(p is None for p in step_time_parts) else sum(p for p in step_time_parts if p)
     strays = _sum(ok, "draft_strays")
+    config = TORCH_CONFIGS.get(first.config)
+    if drafted is not None and strays and config is not None and not config.draft_mask \
+            and config.unmasked_mode == "argmax":
+        drafted += strays  # refused drafts cut before verification: drafted, rejected
     forced_accepted = _sum(ok, "forced_accepted_tokens")
     row.update({
         "completion_tokens": int(tokens or 0),
@@ -91,10 +99,12 @@ def summarize(records: list[RequestRecord]) -> dict[str, Any]:
         "decode_draft_step_s": _ratio(_sum(ok, "decode_draft_s"), decode_steps),
         "decode_verify_step_s": _ratio(_sum(ok, "decode_verify_s"), decode_steps),
         "validity": sum(1 for r in ok if r.valid) / len(ok),
+        "stopped": sum(1 for r in ok if r.finish_reason == "stop") / len(ok),
         "mask_share": _ratio(_sum(ok, "time_mask_s"), step_time) if total_time is not None else None,
         "forced_share": _ratio(forced_accepted, accepted) if accepted else None,
         "forced_draft_tokens": None if _sum(ok, "forced_draft_tokens") is None
         else int(_sum(ok, "forced_draft_tokens") or 0),
+        "forced_accepted_tokens": None if forced_accepted is None else int(forced_accepted),
         "draft_forwards": None if _sum(ok, "draft_forwards") is None else int(_sum(ok, "draft_forwards") or 0),
         "draft_strays": None if strays is None else int(strays),
         "stray_rate": _ratio(strays, steps),

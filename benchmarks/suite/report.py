@@ -67,9 +67,9 @@ def markdown(document: dict[str, Any]) -> str:
     for workload in dict.fromkeys(row["workload"] for row in rows):
         lines += [
             f"## {workload}", "",
-            "| config | accept | tok/step | tok/s | speedup | ÷pred. | valid | mask | forced | strays/step "
-            "| p50 s | p99 s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| config | accept | tok/step | tok/s | speedup | ÷pred. | valid | stopped | mask | forced "
+            "| strays/step | p50 s | p99 s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in rows:
             if row["workload"] != workload:
@@ -77,24 +77,28 @@ def markdown(document: dict[str, Any]) -> str:
             if row.get("tokens_per_second") is None and row.get("error"):
                 error = str(row.get("error"))
                 shown = "unavailable (see below)" if error.startswith("unavailable:") else error[:160]
-                lines.append(f"| {row['config']} | {shown.replace('|', '/')} " + "| " * 10 + "|")
+                lines.append(f"| {row['config']} | {shown.replace('|', '/')} " + "| " * 11 + "|")
                 continue
             lines.append(
                 f"| {row['config']} | {_fmt(row.get('acceptance_rate'))} | {_fmt(row.get('mean_accepted_length'))} "
                 f"| {_fmt(row.get('tokens_per_second'))} | {_fmt(row.get('speedup'))} "
-                f"| {_fmt(row.get('speedup_vs_predicted'))} | {_fmt(row.get('validity'))} "
+                f"| {_fmt(row.get('speedup_vs_predicted'))} | {_fmt(row.get('validity'))} | {_fmt(row.get('stopped'))} "
                 f"| {_fmt(row.get('mask_share'), '.3f')} | {_fmt(row.get('forced_share'))} "
                 f"| {_fmt(row.get('stray_rate'), '.3f')} | {_fmt(row.get('latency_p50_s'), '.1f')} "
                 f"| {_fmt(row.get('latency_p99_s'), '.1f')} |"
             )
         lines.append("")
+    lines += _sources_table(rows)
     unavailable = document.get("unavailable") or {}
     if unavailable:
         lines += ["Unavailable configurations:", ""]
         lines += [f"- `{name}`: {reason}" for name, reason in unavailable.items()]
         lines.append("")
     lines += [
-        "Columns: accept = accepted ÷ drafted; tok/step = tokens per target forward; forced = share of "
+        "Columns: accept = accepted ÷ drafted (a refused draft cut before verification counts as drafted and "
+        "rejected); tok/step = tokens per target forward; valid = share of outputs the independent oracle "
+        "accepts (jsonschema / tool parameters / sqlite3); stopped = share that ended before max_tokens "
+        "(a cut-off output is invalid); forced = share of "
         "accepted drafts that were grammar-forced (free); strays/step = proposals an unmasked draft "
         "model cut or ended at a grammar-refused token, per step; errors show in place of a row.",
         "",
@@ -102,3 +106,56 @@ def markdown(document: dict[str, Any]) -> str:
     for plot in document.get("plots", []):
         lines.append(f"![{pathlib.Path(plot).stem}]({pathlib.Path(plot).name})")
     return "\n".join(lines) + "\n"
+
+
+def _sources_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Tokens per target step split by where they came from, for the speculating torch rows."""
+    chosen = [r for r in rows if r.get("steps") and r.get("accepted_tokens") is not None
+              and r.get("forced_accepted_tokens") is not None and r.get("draft_tokens")]
+    if not chosen:
+        return []
+    lines = [
+        "## Where the tokens come from", "",
+        "Per target step: grammar-forced drafts accepted (free: no draft forward), drafts from the drafter "
+        "(draft model or prompt lookup) accepted, and the one token the target itself samples (recovered "
+        "or bonus, < 1 when the grammar ends inside a draft). Draft fwd/step: draft-model forwards per step.",
+        "",
+        "| workload | config | tok/step | forced | drafter | target | draft fwd/step | strays/step | strays in first "
+        "4 tokens |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in chosen:
+        steps = r["steps"]
+        forced = r["forced_accepted_tokens"] / steps
+        drafter = (r["accepted_tokens"] - r["forced_accepted_tokens"]) / steps
+        target = r["completion_tokens"] / steps - forced - drafter
+        lines.append(
+            f"| {r['workload']} | {r['config']} | {_fmt(r.get('mean_accepted_length'))} | {forced:.2f} | {drafter:.2f} "
+            f"| {target:.2f} | {_fmt(_per(r.get('draft_forwards'), steps))} | {_fmt(r.get('stray_rate'), '.3f')} "
+            f"| {_fmt(r.get('strays_early_share'))} |"
+        )
+    lines.append("")
+    return lines
+
+
+def _per(value: Any, steps: int) -> float | None:
+    return None if value is None else float(value) / steps
+
+
+def rerender(json_path: pathlib.Path, md_path: pathlib.Path) -> dict[str, Any]:
+    """Re-aggregate a results JSON from its `requests` (stored main matrix first, then the K
+    sweep, then the temperature sweep, as `run_bench` writes them) and rewrite the JSON and
+    its markdown table: new columns without re-measuring."""
+    from benchmarks.suite.metrics import aggregate
+    from benchmarks.suite.records import RequestRecord
+
+    document = json.loads(json_path.read_text())
+    records = [RequestRecord(**r) for r in document["requests"]]
+    n_main = sum(row["requests"] for row in document["results"])
+    n_k = sum(row["requests"] for row in document["sweeps"]["k"])
+    document["results"] = aggregate(records[:n_main])
+    document["sweeps"] = {"k": aggregate(records[n_main:n_main + n_k]),
+                          "temperature": aggregate(records[n_main + n_k:])}
+    write_json(document, json_path)
+    md_path.write_text(markdown(document))
+    return document

@@ -2,6 +2,7 @@
 
     specgate bench [--quick] [--out FILE] [--md FILE] [--workloads json,tools] [--configs ...]
                    [--cases N] [--max-tokens N] [-k K] [--temperature T] [--target M] [--draft M]
+    specgate bench --render FILE.json [--md FILE.md]     # re-aggregate, no measuring
 
 Writes the JSON results (`--out`), PNG sweep plots next to it and a markdown table (`--md`,
 default: the JSON path with `.md`). Defaults: quick mode → benchmarks/results/bench_quick.json,
@@ -20,7 +21,16 @@ def _csv(value: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import pathlib
+
     from benchmarks.suite.runner import full_settings, quick_settings, run_bench
+
+    if args.render:
+        from benchmarks.suite.report import rerender
+
+        json_path = pathlib.Path(args.render)
+        rerender(json_path, pathlib.Path(args.md) if args.md else json_path.with_suffix(".md"))
+        return 0
 
     overrides: dict[str, Any] = {}
     for name, key in (("out", "out"), ("md", "md_out"), ("cases", "num_cases"), ("max_tokens", "max_tokens"),
@@ -62,4 +72,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--data-dir", default=None, help="shared data directory (default ../shared/data)")
     p.add_argument("--threads", type=int, default=None, help="torch threads")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--render", metavar="JSON", default=None,
+                   help="re-aggregate an existing results JSON and rewrite its tables (no measuring)")
     p.set_defaults(func=run)

@@ -98,3 +98,18 @@ def test_cli_rejects_unknown_config() -> None:
     from gateway.cli import main
 
     assert main(["bench", "--quick", "--configs", "no-spec,turbo"]) == 2
+
+
+def test_rerender_reproduces_the_rows(bench_doc: tuple[dict[str, Any], pathlib.Path],
+                                      tmp_path: pathlib.Path) -> None:
+    from benchmarks.suite.report import rerender
+
+    _, out = bench_doc
+    copy = tmp_path / "copy.json"
+    copy.write_text(out.read_text())
+    before = json.loads(copy.read_text())
+    rerender(copy, tmp_path / "copy.md")
+    after = json.loads(copy.read_text())
+    assert after["results"] == before["results"]
+    assert after["sweeps"] == before["sweeps"]
+    assert "## Where the tokens come from" in (tmp_path / "copy.md").read_text()
