@@ -46,7 +46,7 @@ def build_engine_for(settings: GatewaySettings) -> Any:
                 "--engine vllm is not available in this build (no vLLM engine is installed); "
                 "use --engine torch"
             ) from exc
-        return factory(settings.engine_config_kwargs())
+        return factory({**settings.engine_config_kwargs(), **settings.vllm_engine_kwargs()})
     from engine import EngineConfig, build_engine
 
     return build_engine(EngineConfig(**settings.engine_config_kwargs()))

@@ -32,6 +32,11 @@ class GatewaySettings(BaseSettings):
     max_model_len: int = Field(default=4096, ge=16)
     grammar_backend: str = "xgrammar"
     served_model_name: str | None = None
+    # vLLM engine only (`engine="vllm"`): passed through to vLLM's engine arguments
+    vllm_tensor_parallel_size: int = Field(default=1, ge=1)
+    vllm_gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
+    vllm_kv_cache_gib: float | None = Field(default=None, gt=0.0)  # CPU default: 1 GiB
+    vllm_enforce_eager: bool = True
 
     # HTTP
     host: str = "127.0.0.1"
@@ -66,4 +71,13 @@ class GatewaySettings(BaseSettings):
             "max_queue": self.max_queue,
             "max_model_len": self.max_model_len,
             "grammar_backend": self.grammar_backend,
+        }
+
+    def vllm_engine_kwargs(self) -> dict[str, Any]:
+        """The vLLM engine's extra options (`engine.vllm_engine.build_vllm_engine`)."""
+        return {
+            "tensor_parallel_size": self.vllm_tensor_parallel_size,
+            "gpu_memory_utilization": self.vllm_gpu_memory_utilization,
+            "kv_cache_gib": self.vllm_kv_cache_gib,
+            "enforce_eager": self.vllm_enforce_eager,
         }

