@@ -1,0 +1,133 @@
+"""DraftMasker (the worker-side matchers of the vLLM plugin), driven without vLLM: real
+xgrammar matchers on the Qwen tokenizer, a scripted sequence of speculative steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from engine.vllm.draft_mask import DraftMasker, MaskRow
+from grammars import GrammarCompiler, spec_from_request
+
+V = 151_936
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+@pytest.fixture(scope="module")
+def compiled(qwen_tokenizer: Any) -> Any:
+    compiler = GrammarCompiler(qwen_tokenizer, vocab_size=V)
+    return compiler.compile(spec_from_request(
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}}}))
+
+
+@pytest.fixture
+def masker(compiled: Any) -> DraftMasker:
+    import xgrammar as xgr
+
+    def compile_fn(_key: Any) -> Any:
+        return xgr.GrammarMatcher(compiled._handle)
+
+    return DraftMasker(compile_fn=compile_fn, vocab_size=V, debug=True)
+
+
+def _ids(tok: Any, text: str) -> list[int]:
+    return list(tok.encode(text, add_special_tokens=False))
+
+
+def _allowed(logits: torch.Tensor) -> set[int]:
+    return set(torch.isfinite(logits).nonzero().flatten().tolist())
+
+
+def test_masks_follow_accepted_tokens_and_drafts(masker: DraftMasker, compiled: Any, qwen_tokenizer: Any) -> None:
+    toks = _ids(qwen_tokenizer, '{"a": 12}')
+    ref = compiled.matcher()
+    # step 1: prefill emitted toks[0]; rows: one grammar request + one free request
+    masker.begin([MaskRow("g", history=(), new_tokens=[toks[0]], grammar_key="k"),
+                  MaskRow("free", history=(), new_tokens=[5])])
+    logits = torch.zeros(2, V)
+    masker.mask_logits(logits)
+    assert ref.accept_token(toks[0])
+    want = torch.zeros(1, (V + 31) // 32, dtype=torch.int32)
+    ref.fill_mask(want, 0)
+    from sampler import unpack_bitmask
+
+    allowed_ref = set(unpack_bitmask(want, V)[0].nonzero().flatten().tolist())
+    assert _allowed(logits[0]) == allowed_ref
+    assert torch.isfinite(logits[1]).all()  # no grammar: untouched
+    masker.advance(torch.tensor([toks[1], 7]))
+    logits = torch.zeros(2, V)
+    masker.mask_logits(logits)
+    assert toks[2] in _allowed(logits[0])
+    masker.end()
+    # step 2: vLLM accepted toks[1] and emitted toks[2] (then -1 placeholders)
+    masker.begin([MaskRow("g", history=[toks[0]], new_tokens=[toks[1], toks[2], -1, -1], grammar_key="k")])
+    logits = torch.zeros(1, V)
+    masker.mask_logits(logits)
+    for t in toks[1:3]:
+        assert ref.accept_token(t)
+    ref.fill_mask(want, 0)
+    assert _allowed(logits[0]) == set(unpack_bitmask(want, V)[0].nonzero().flatten().tolist())
+    masker.end()
+    assert masker.stats.resyncs == 0
+
+
+def test_history_mismatch_resyncs(masker: DraftMasker, qwen_tokenizer: Any) -> None:
+    toks = _ids(qwen_tokenizer, '{"a": 12}')
+    masker.begin([MaskRow("g", history=(), new_tokens=[toks[0]], grammar_key="k")])
+    masker.end()
+    # the request was preempted and resumed: the worker's history is longer than the matcher's
+    masker.begin([MaskRow("g", history=toks[:3], new_tokens=[toks[3]], grammar_key="k")])
+    assert masker.stats.resyncs == 1
+    logits = torch.zeros(1, V)
+    masker.mask_logits(logits)
+    assert toks[4] in _allowed(logits[0])
+    masker.end()
+
+
+def test_grammar_terminating_inside_draft_window(masker: DraftMasker, qwen_tokenizer: Any) -> None:
+    toks = _ids(qwen_tokenizer, '{"a": 1}')
+    eos = 151645
+    masker.begin([MaskRow("g", history=(), new_tokens=toks[:-1], grammar_key="k")])
+    logits = torch.zeros(1, V)
+    masker.mask_logits(logits)
+    masker.advance(torch.tensor([toks[-1]]))  # closes the object
+    logits = torch.zeros(1, V)
+    masker.mask_logits(logits)
+    assert _allowed(logits[0]) <= {eos, 151643} | set(_ids(qwen_tokenizer, " \n"))
+    masker.advance(torch.tensor([eos]))  # grammar terminated: row stops masking/advancing
+    assert not masker.any_active
+    logits = torch.zeros(1, V)
+    masker.mask_logits(logits)
+    assert torch.isfinite(logits).all()
+    masker.advance(torch.tensor([123]))  # drafts after termination are vLLM's to cut
+    masker.end()
+    # back at the accepted state: the closing brace is still what the grammar expects
+    masker.begin([MaskRow("g", history=toks[:-1], new_tokens=[], grammar_key="k")])
+    logits = torch.zeros(1, V)
+    masker.mask_logits(logits)
+    assert toks[-1] in _allowed(logits[0])
+    masker.end()
+
+
+def test_mask_switch_discard_and_drop(masker: DraftMasker, qwen_tokenizer: Any) -> None:
+    toks = _ids(qwen_tokenizer, '{"a": 1}')
+    masker.begin([MaskRow("off", history=(), new_tokens=[toks[0]], grammar_key="k", masked=False),
+                  MaskRow("disc", history=(), new_tokens=[], grammar_key="k", discard=True)])
+    assert not masker.any_active
+    logits = torch.zeros(2, V)
+    masker.mask_logits(logits)
+    assert torch.isfinite(logits).all()
+    masker.end()
+    assert masker.live_request_ids == {"off", "disc"}
+    masker.drop(["off", "disc"])
+    assert masker.live_request_ids == set()
+
+
+def test_debug_refuses_placeholder_drafts(masker: DraftMasker, qwen_tokenizer: Any) -> None:
+    toks = _ids(qwen_tokenizer, '{"a": 1}')
+    masker.begin([MaskRow("g", history=(), new_tokens=[toks[0]], grammar_key="k")])
+    with pytest.raises(AssertionError, match="placeholder"):
+        masker.advance(torch.tensor([-1]))
+    masker.end()

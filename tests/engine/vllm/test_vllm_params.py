@@ -1,0 +1,99 @@
+"""Request translation for the vLLM engine: specgate's compiled grammars reach vLLM as EBNF
+that recompiles to the same token masks; speculative config from the drafter flags."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+import torch
+
+from engine import EngineConfig, GenerationRequest, SamplingOptions
+from engine.vllm.params import grammar_source, sampling_params_for, speculative_config_for
+from grammars import GrammarCompiler, spec_from_request
+
+V = 151_936
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+BODIES: dict[str, dict[str, Any]] = {
+    "json_schema": {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": {
+        "type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}},
+        "required": ["n", "s"]}}}},
+    "json_object": {"response_format": {"type": "json_object"}},
+    "tools_required": {"tools": TOOLS, "tool_choice": "required"},
+    "tools_auto": {"tools": TOOLS, "tool_choice": "auto"},
+    "regex": {"structured_outputs": {"regex": "[a-c]{2,4}x"}},
+    "choice": {"structured_outputs": {"choice": ["yes", "no"]}},
+}
+PATHS = {
+    "json_schema": '{"n": 12, "s": "hi"}',
+    "json_object": '{"a": [1, 2]}',
+    "tools_required": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+    "tools_auto": "Sure.",
+    "regex": "abcx",
+    "choice": "no",
+}
+
+
+@pytest.fixture(scope="module")
+def compiler(qwen_tokenizer: Any) -> GrammarCompiler:
+    return GrammarCompiler(qwen_tokenizer, vocab_size=V)
+
+
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_ebnf_round_trip_gives_identical_masks(name: str, compiler: GrammarCompiler, qwen_tokenizer: Any) -> None:
+    import xgrammar as xgr
+
+    compiled = compiler.compile(spec_from_request({"model": "m", "messages": [], **BODIES[name]}))
+    ebnf = grammar_source(compiled)
+    # what vLLM's XgrammarBackend does with a `grammar` request: compile_grammar(ebnf)
+    info = xgr.TokenizerInfo.from_huggingface(qwen_tokenizer, vocab_size=V,
+                                              stop_token_ids=list(compiler.stop_token_ids))
+    theirs = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar(ebnf))
+    ours = compiled.matcher()
+    words = (V + 31) // 32
+    mask_ours = torch.zeros(1, words, dtype=torch.int32)
+    mask_theirs = torch.zeros(1, words, dtype=torch.int32)
+    tokens = qwen_tokenizer.encode(PATHS[name], add_special_tokens=False)
+    for tok in tokens:
+        ours.fill_mask(mask_ours, 0)
+        theirs.fill_next_token_bitmask(mask_theirs, 0)
+        assert torch.equal(mask_ours, mask_theirs)
+        assert ours.accept_token(tok) and theirs.accept_token(tok)
+
+
+def test_grammar_source_needs_xgrammar(qwen_tokenizer: Any) -> None:
+    outlines = GrammarCompiler(qwen_tokenizer, vocab_size=V, backend="outlines")
+    compiled = outlines.compile(spec_from_request({"structured_outputs": {"regex": "ab"}}))
+    with pytest.raises(ValueError, match="xgrammar"):
+        grammar_source(compiled)
+
+
+def test_speculative_config_for_drafters() -> None:
+    cfg = EngineConfig(model="t", draft_model="d", drafter="model", k=3)
+    assert speculative_config_for(cfg, draft_model_path="/d") == {
+        "method": "draft_model", "model": "/d", "num_speculative_tokens": 3,
+        "draft_sample_method": "probabilistic"}
+    ngram = speculative_config_for(EngineConfig(model="t", drafter="ngram", k=5), draft_model_path=None)
+    assert ngram is not None and ngram["method"] == "ngram" and ngram["num_speculative_tokens"] == 5
+    assert speculative_config_for(EngineConfig(model="t", drafter="none"), draft_model_path=None) is None
+    with pytest.raises(ValueError, match="forced"):
+        speculative_config_for(EngineConfig(model="t", drafter="forced"), draft_model_path=None)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
+def test_sampling_params_carry_grammar_and_mask_switch(compiler: GrammarCompiler) -> None:
+    from vllm.sampling_params import RequestOutputKind
+
+    compiled = compiler.compile(spec_from_request(BODIES["json_schema"]))
+    req = GenerationRequest(request_id="r", prompt_token_ids=[1, 2],
+                            sampling=SamplingOptions(temperature=0.7, top_k=5, max_tokens=9, stop=("END",), seed=3),
+                            grammar=compiled)
+    sp = sampling_params_for(req, stop_token_ids=[151645], draft_mask=False)
+    assert sp.structured_outputs is not None and sp.structured_outputs.grammar == grammar_source(compiled)
+    assert sp.extra_args == {"specgate_draft_mask": False}
+    assert (sp.temperature, sp.top_k, sp.max_tokens, sp.seed, sp.stop) == (0.7, 5, 9, 3, ["END"])
+    assert sp.output_kind == RequestOutputKind.DELTA
+    free = sampling_params_for(GenerationRequest(request_id="f", prompt_token_ids=[1]))
+    assert free.structured_outputs is None and not free.extra_args
