@@ -9,15 +9,27 @@ Contract:
   [ORDER BY] [LIMIT [OFFSET]], compound with UNION [ALL] / INTERSECT / EXCEPT, expressions
   with AND/OR/NOT, comparisons, [NOT] IN (list | subquery), [NOT] LIKE, BETWEEN, IS [NOT]
   NULL, EXISTS, CASE, CAST, arithmetic, aggregates and common scalar functions, string and
-  numeric literals, and an optional trailing ";". Keywords are case-insensitive. Words are
-  separated by 1-8 whitespace characters (bounded: no whitespace runaway).
+  numeric literals, and an optional trailing ";". Keywords are case-insensitive (a character
+  class per letter: `[sS][eE]...`). Words are separated by whitespace; every run of
+  [ \\t\\n] (inside string literals too) is capped at SQL_MAX_WHITESPACE (8) characters. The
+  EBNF writes whitespace as the inline `[ \\t\\n]*` (a `{1,8}` repetition or a whitespace
+  rule there makes every space-led token "uncertain" for xgrammar: 100-1000x slower
+  masks), so the cap is enforced by the xgrammar matcher (`WhitespaceCap`), mask and
+  accept alike: the grammar is only meaningful with that matcher.
+- Shape (for xgrammar's mask cost, measured on Spider): flat operator chains
+  (`operand (op operand)*`: a recognizer needs no precedence levels), names as tries (one
+  branch per next character, so a schema of hundreds of names keeps one live parser item),
+  whitespace never the last element of a rule, shared `ws_X ::= <ws> X` rules (one
+  precomputed whitespace position per target: compile time).
 - With `tables=None` table and column names are any identifier (plain, "quoted",
-  `backticked` or [bracketed]). With tables, table names must be one of the schema's tables
-  and column names one of its columns (case-insensitive, optionally double-quoted);
+  `backticked` or [bracketed]); function calls take any identifier as the name. With
+  tables, table names must be one of the schema's tables and column names one of its
+  columns (case-insensitive, optionally double-quoted), functions one of a fixed list;
   table and column aliases (`AS T1`) are any identifier and a column may be qualified by a
   table name or any alias. Known limits: a qualifier is not checked against the aliases the
-  query defined, and a bare reference to a select-list alias (`ORDER BY cnt`) is refused in
-  schema mode unless `cnt` is a column.
+  query defined, a bare reference to a select-list alias (`ORDER BY cnt`) is refused in
+  schema mode unless `cnt` is a column, and an identifier may spell a keyword (the
+  recognizer then keeps both readings; excluding keywords cost 2-3x compile time).
 
 Knows nothing of tokenizers or backends.
 """
@@ -33,96 +45,157 @@ from grammars.errors import GrammarError
 _KEYWORDS = (
     "select distinct all from where group by having order asc desc limit offset union "
     "intersect except join inner left right full outer cross natural on as and or not in "
-    "like glob between is null exists case when then else end cast count sum avg min max"
+    "like glob between is null exists case when then else end cast"
 ).split()
 _FUNCTIONS = (
-    "abs length lower upper round substr substring coalesce ifnull nullif instr replace trim "
-    "ltrim rtrim typeof date time datetime julianday strftime total group_concat"
+    "count sum avg min max abs length lower upper round substr substring coalesce ifnull "
+    "nullif instr replace trim ltrim rtrim typeof date time datetime julianday strftime total "
+    "group_concat"
 ).split()
 _TYPES = "integer int real text numeric float double varchar char boolean date datetime".split()
-_IDENT = r'[A-Za-z_][A-Za-z0-9_$]*'
+SQL_MAX_WHITESPACE = 8  # longest whitespace run; enforced by the matcher, not the EBNF
+_WS = "[ \\t\\n] [ \\t\\n]*"  # one or more; inline (a rule or {m,n} here costs 100x)
+_WS0 = "[ \\t\\n]*"
+_Trie = dict[str, "_Trie"]
 
 
-def _ci(word: str) -> str:
-    """EBNF matching `word` case-insensitively."""
-    parts = []
-    for ch in word:
-        if ch.isalpha() and ch.lower() != ch.upper():
-            parts.append(f"[{ch.lower()}{ch.upper()}]")
-        else:
-            parts.append(json.dumps(ch))
-    return " ".join(parts)
+def _char(ch: str) -> str:
+    """EBNF for one character, both cases for an ASCII letter."""
+    if ch.isascii() and ch.isalpha():
+        return f"[{ch.lower()}{ch.upper()}]"
+    return json.dumps(ch)
 
 
-def _name_alternatives(names: list[str]) -> str:
-    unique = sorted({name.lower() for name in names})
+def _kw(word: str) -> str:
+    """Inline EBNF matching keyword `word` in any case (a sequence, not a rule)."""
+    return " ".join(_char(ch) for ch in word)
+
+
+def _trie(words: list[str]) -> _Trie:
+    root: _Trie = {}
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}  # end of a word
+    return root
+
+
+def _trie_ebnf(node: _Trie) -> str:
+    """Deterministic EBNF for the words of a trie: one branch per distinct next character."""
     alts = []
-    for name in unique:
-        alts.append(f"({_ci(name)})")
-        alts.append(f'("\\"" {_ci(name)} "\\"")')
-    return " | ".join(alts)
+    for ch in sorted(k for k in node if k):
+        rest = _trie_ebnf(node[ch])
+        alts.append(f"{_char(ch)} {rest}" if rest else _char(ch))
+    if not alts:
+        return ""
+    body = alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
+    return f"({body})?" if "" in node else body
+
+
+def _names_ebnf(names: list[str]) -> str:
+    """Any of `names` (case-insensitive, bare or double-quoted) as a trie-shaped alternation."""
+    words = _trie_ebnf(_trie(sorted({name.lower() for name in names})))
+    return f'{words} | "\\"" {words} "\\""'
 
 
 def sql_ebnf(tables: dict[str, list[str]] | None) -> str:
-    kw = "\n".join(f"kw_{word} ::= {_ci(word)}" for word in _KEYWORDS)
-    functions = " | ".join(f"({_ci(name)})" for name in _FUNCTIONS)
-    types = " | ".join(f"({_ci(name)})" for name in _TYPES)
+    """xgrammar EBNF (root rule `root`) for one sqlite query; see the module docstring."""
+    ws, ws0 = _WS, _WS0
+    k = {word: _kw(word) for word in _KEYWORDS}
     if tables is None:
-        table_name = "ident"
-        column_name = "ident"
+        name_rules = [
+            "table_name ::= ident",
+            f'name_expr ::= ident ("." ident | {ws0} "(" {ws0} call_args)?',
+            'qualified_star ::= ident "." "*"',
+        ]
     else:
         if not tables:
             raise GrammarError("the SQL schema has no tables", param="response_format.sql.schema")
         columns = [column for cols in tables.values() for column in cols]
-        table_name = _name_alternatives(list(tables))
-        column_name = _name_alternatives(columns) if columns else "ident"
-    return f"""root ::= s query s (";" s)?
-s ::= [ \\t\\n]{{0,8}}
-S ::= [ \\t\\n]{{1,8}}
-query ::= select_core (S compound S select_core)* order_clause? limit_clause?
-compound ::= kw_union (S kw_all)? | kw_intersect | kw_except
-select_core ::= kw_select S ((kw_distinct | kw_all) S)? result_cols S kw_from S from_clause where_clause? group_clause? having_clause?
-result_cols ::= result_col (s "," s result_col)*
-result_col ::= "*" | qualifier s "." s "*" | expr (S kw_as S alias)?
-from_clause ::= table_ref (join_op table_ref (S kw_on S expr)?)*
-join_op ::= s "," s | S (kw_natural S)? (((kw_left | kw_right | kw_full) (S kw_outer)? | kw_inner | kw_cross) S)? kw_join S
-table_ref ::= table_name (S (kw_as S)? alias)? | "(" s query s ")" (s (kw_as S)? alias)?
-where_clause ::= S kw_where S expr
-group_clause ::= S kw_group S kw_by S expr (s "," s expr)*
-having_clause ::= S kw_having S expr
-order_clause ::= S kw_order S kw_by S order_item (s "," s order_item)*
-order_item ::= expr (S (kw_asc | kw_desc))?
-limit_clause ::= S kw_limit S integer (S kw_offset S integer | s "," s integer)?
-expr ::= and_expr (S kw_or S and_expr)*
-and_expr ::= not_expr (S kw_and S not_expr)*
-not_expr ::= (kw_not S)? predicate
-predicate ::= arith pred_tail?
-pred_tail ::= s cmp_op s arith | S (kw_not S)? kw_in s "(" s (query | arith (s "," s arith)*) s ")" | S (kw_not S)? (kw_like | kw_glob) S arith | S (kw_not S)? kw_between S arith S kw_and S arith | S kw_is S (kw_not S)? kw_null
-cmp_op ::= "=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">="
-arith ::= unary (s arith_op s unary)*
-arith_op ::= "+" | "-" | "*" | "/" | "%" | "||"
-unary ::= ("-" s)? primary
-primary ::= number | string | kw_null | column_ref | aggregate | function_call | case_expr | cast_expr | kw_exists s "(" s query s ")" | "(" s query s ")" | "(" s expr s ")"
-aggregate ::= (kw_count | kw_sum | kw_avg | kw_min | kw_max) s "(" s ((kw_distinct S)? expr | "*") s ")"
-function_call ::= function_name s "(" s (expr (s "," s expr)*)? s ")"
-function_name ::= {functions}
-case_expr ::= kw_case (S expr)? (S kw_when S expr S kw_then S expr)+ (S kw_else S expr)? S kw_end
-cast_expr ::= kw_cast s "(" s expr S kw_as S type_name s ")"
-type_name ::= {types}
-column_ref ::= (qualifier s "." s)? column_name
-qualifier ::= table_name | alias
-alias ::= ident
-table_name ::= {table_name}
-column_name ::= {column_name}
-ident ::= {_IDENT_EBNF} | "\\"" [^"\\n]+ "\\"" | "`" [^`\\n]+ "`" | "[" [^\\]\\n]+ "]"
-integer ::= [0-9]+
-number ::= [0-9]+ ("." [0-9]*)? ([eE] [+\\-]? [0-9]+)? | "." [0-9]+
-string ::= "'" ([^'] | "''")* "'" | "\\"" [^"]* "\\""
-{kw}
-"""
+        if not columns:
+            raise GrammarError("the SQL schema has no columns",
+                               param="response_format.sql.schema")
+        name_rules = [
+            f"table_name ::= {_names_ebnf(list(tables))}",
+            f"column_name ::= {_names_ebnf(columns)}",
+            f"function_name ::= {_trie_ebnf(_trie(_FUNCTIONS))}",
+            "qualifier ::= table_name | ident",
+            'name_expr ::= qualifier "." column_name | column_name | function_name '
+            f'{ws0} "(" {ws0} call_args',
+            'qualified_star ::= qualifier "." "*"',
+        ]
+    types = _trie_ebnf(_trie(_TYPES))
+    comma = f'{ws0} "," {ws0}'
+    rules = [
+        f'root ::= {ws0} query ({ws0} ";")? {ws0}',
+        f"query ::= select_core ({ws} compound {ws} select_core)* ({ws} {k['order']} {ws} "
+        f"{k['by']} {ws} order_item ({comma} order_item)*)? ({ws} {k['limit']} {ws} [0-9]+ "
+        f"({ws} {k['offset']} {ws} [0-9]+ | {comma} [0-9]+)?)?",
+        f"compound ::= {k['union']} ({ws} {k['all']})? | {k['intersect']} | {k['except']}",
+        f"select_core ::= {k['select']} {ws} (({k['distinct']} | {k['all']}) {ws} result_cols "
+        f"| result_cols) {ws} {k['from']} {ws} from_item (join from_item ({ws} {k['on']} {ws} "
+        f"expr)?)* ({ws} {k['where']} {ws} expr)? ({ws} {k['group']} {ws} {k['by']} {ws} expr "
+        f"({comma} expr)*)? ({ws} {k['having']} {ws} expr)?",
+        f"result_cols ::= result_col ({comma} result_col)*",
+        f'result_col ::= "*" | qualified_star | expr ({ws} {k["as"]} {ws} ident)?',
+        f"join ::= {comma} | {ws} join_kw {ws}",
+        f"join_kw ::= {k['natural']} {ws} join_kind | join_kind",
+        f"join_kind ::= {k['join']} | ({k['inner']} | {k['cross']}) {ws} {k['join']} | "
+        f"({k['left']} | {k['right']} | {k['full']}) {ws} ({k['outer']} {ws} {k['join']} | "
+        f"{k['join']})",
+        f"from_item ::= table_name ({ws} ({k['as']} {ws} ident | ident))? | \"(\" {ws0} query "
+        f"{ws0} \")\" ({ws0} ({k['as']} {ws} ident | ident))?",
+        f"order_item ::= expr ({ws} ({k['asc']} | {k['desc']}))?",
+        # flat operator chains: a recognizer needs no precedence, and flat rules keep the
+        # parser state small (one live item per operand position)
+        f"expr ::= operand ({ws0} sym_op {ws0} operand | {ws} word_op {ws} operand | in_tail)*",
+        'sym_op ::= "=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">=" | "+" | "-" | "*" | "/" '
+        '| "%" | "||"',
+        f"word_op ::= {k['and']} | {k['or']} | {k['not']} {ws} ({k['like']} | {k['glob']} | "
+        f"{k['between']}) | {k['like']} | {k['glob']} | {k['between']} | {k['is']} ({ws} "
+        f"{k['not']})?",
+        f'in_tail ::= {ws} ({k["not"]} {ws} {k["in"]} | {k["in"]}) {ws0} "(" {ws0} (query | '
+        f'expr ({comma} expr)*) {ws0} ")"',
+        f'operand ::= {k["not"]} {ws} operand | "-" {ws0} operand | primary',
+        f"primary ::= number | string | {k['null']} | name_expr | case_expr | {k['cast']} {ws0} "
+        f'"(" {ws0} expr {ws} {k["as"]} {ws} ({types}) {ws0} ")" | {k["exists"]} {ws0} "(" '
+        f'{ws0} query {ws0} ")" | "(" {ws0} (query | expr ({comma} expr)*) {ws0} ")"',
+        f'call_args ::= ("*" | {k["distinct"]} {ws} expr ({comma} expr)* | expr ({comma} '
+        f'expr)*)? {ws0} ")"',
+        f"case_expr ::= {k['case']} ({ws} expr)? ({ws} {k['when']} {ws} expr {ws} {k['then']} "
+        f"{ws} expr)+ ({ws} {k['else']} {ws} expr)? {ws} {k['end']}",
+        *name_rules,
+        'number ::= [0-9]+ ("." [0-9]*)? ([eE] [+\\-]? [0-9]+)? | "." [0-9]+',
+        "string ::= \"'\" [^']* (\"''\" [^']*)* \"'\" | \"\\\"\" [^\"]* \"\\\"\"",
+        'ident ::= [A-Za-z_] [A-Za-z0-9_$]* | "\\"" [^"\\n]+ "\\"" | "`" [^`\\n]+ "`" | "[" '
+        '[^\\]\\n]+ "]"',
+    ]
+    return "\n".join(_share_leading_whitespace(rules)) + "\n"
 
 
-_IDENT_EBNF = "[A-Za-z_] [A-Za-z0-9_$]*"
+_SHARED = ("expr", "operand", "query", "select_core", "result_col", "from_item", "order_item",
+           "ident", "call_args", "join_kind", "sym_op", "word_op", "table_name")
+
+
+def _share_leading_whitespace(rules: list[str]) -> list[str]:
+    """Rewrite `<ws> X` as a shared rule `ws_X ::= <ws> X` (and `<ws0> X` as `ws0_X`).
+
+    xgrammar precomputes a token mask at every whitespace position of the grammar, and
+    one in front of an expression walks the whole expression closure for ~70k space-led
+    tokens: one such position per target cuts compile time several-fold, and a shared
+    rule never ends on whitespace, so run-time masks stay certain."""
+    used: dict[str, str] = {}
+    out = []
+    for rule in rules:
+        for target in _SHARED:
+            for prefix, ws in (("ws_", _WS), ("ws0_", _WS0)):
+                pattern = re.compile(re.escape(f"{ws} {target}") + r"(?![A-Za-z0-9_])")
+                if pattern.search(rule):
+                    rule = pattern.sub(prefix + target, rule)
+                    used[prefix + target] = f"{ws} {target}"
+        out.append(rule)
+    return out + [f"{name} ::= {body}" for name, body in used.items()]
 
 
 def parse_sql_schema(schema: Any, *, param: str = "response_format.sql.schema") -> dict[str, list[str]]:

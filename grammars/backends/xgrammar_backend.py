@@ -15,7 +15,10 @@ Knows nothing of caching, timeouts, sampling or HTTP.
 from __future__ import annotations
 
 import json
+import re
+import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,31 +28,100 @@ from grammars.errors import GrammarError
 from grammars.json_schema import check_refs_local
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
-from grammars.sql import sql_ebnf
+from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf
 from grammars.tools import structural_tag
 
 
 class XGrammarMatcher(Matcher):
-    def __init__(self, compiled: xgr.CompiledGrammar, **kwargs: Any) -> None:
+    def __init__(self, compiled: xgr.CompiledGrammar, *,
+                 ws_cap: WhitespaceCap | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._matcher = xgr.GrammarMatcher(
             compiled, override_stop_tokens=list(self.stop_token_ids), max_rollback_tokens=-1
         )
+        self._ws_cap = ws_cap
+        self._runs = [0]  # trailing whitespace run after each accepted token (ws_cap only)
 
     def _accept(self, token_id: int) -> bool:
-        return bool(self._matcher.accept_token(token_id))
+        cap = self._ws_cap
+        if cap is None:
+            return bool(self._matcher.accept_token(token_id))
+        run = cap.run_after(self._runs[-1], token_id)
+        if run is None or not self._matcher.accept_token(token_id):
+            return False
+        self._runs.append(run)
+        return True
 
     def _rollback(self, num_tokens: int) -> None:
         self._matcher.rollback(num_tokens)
+        if self._ws_cap is not None:
+            del self._runs[len(self._runs) - num_tokens:]
 
     def _fill(self, bitmask: torch.Tensor, row: int) -> None:
         self._matcher.fill_next_token_bitmask(bitmask, row)
+        if self._ws_cap is not None:
+            bitmask[row] &= self._ws_cap.allowed_after(self._runs[-1])
 
     def _is_complete(self) -> bool:
         return bool(self._matcher.is_completed())
 
     def _jump_forward(self) -> str:
         return str(self._matcher.find_jump_forward_string())
+
+
+class WhitespaceCap:
+    """Caps runs of [ \\t\\n] at `limit` characters, across token boundaries.
+
+    For grammars whose whitespace is written `[ \\t\\n]*` (an inline element: cheap masks)
+    but must stay bounded. Per token, from the decoded vocabulary, once per tokenizer:
+    its leading run, its longest inner run, its trailing run and whether it is all
+    whitespace. `allowed_after(run)` is an int32 word mask [W] of the tokens that keep
+    every run <= limit after a current trailing run of `run`.
+    """
+
+    def __init__(self, decoded_vocab: Sequence[bytes], *, vocab_size: int, limit: int) -> None:
+        self.limit = limit
+        count = len(decoded_vocab)
+        self._lead = [0] * count
+        self._tail = [0] * count
+        self._all_ws = [False] * count
+        inner_ok = torch.ones(vocab_size, dtype=torch.bool)
+        for token_id, raw in enumerate(decoded_vocab):
+            runs = [len(run) for run in _WS_RUN.findall(raw)]
+            if not runs:
+                continue
+            stripped = raw.lstrip(b" \t\n")
+            self._lead[token_id] = len(raw) - len(stripped)
+            self._tail[token_id] = len(raw) - len(raw.rstrip(b" \t\n"))
+            self._all_ws[token_id] = not stripped
+            if max(runs) > limit:
+                inner_ok[token_id] = False
+        lead = torch.zeros(vocab_size, dtype=torch.int64)
+        lead[:count] = torch.tensor(self._lead, dtype=torch.int64)
+        self._masks = [_pack(inner_ok & (lead <= limit - run)) for run in range(limit + 1)]
+
+    def run_after(self, run: int, token_id: int) -> int | None:
+        """The trailing run after `token_id`, or None when it would pass the limit."""
+        if token_id >= len(self._lead):
+            return 0
+        if run + self._lead[token_id] > self.limit:
+            return None
+        if self._all_ws[token_id]:
+            return run + self._lead[token_id]
+        return self._tail[token_id]
+
+    def allowed_after(self, run: int) -> torch.Tensor:  # [W] int32
+        return self._masks[min(run, self.limit)]
+
+
+_WS_RUN = re.compile(rb"[ \t\n]+")
+
+
+def _pack(allowed: torch.Tensor) -> torch.Tensor:  # [V] bool -> [ceil(V/32)] int32
+    padded = torch.zeros((allowed.numel() + 31) // 32 * 32, dtype=torch.int64)
+    padded[: allowed.numel()] = allowed.to(torch.int64)
+    words = (padded.view(-1, 32) << torch.arange(32, dtype=torch.int64)).sum(dim=1)
+    return torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
 
 
 def _error_reason(exc: Exception) -> str:
@@ -91,17 +163,27 @@ class XGrammarBackend:
         self._compiler = xgr.GrammarCompiler(
             self.tokenizer_info, max_threads=max_threads, cache_enabled=False
         )
+        self._ws_cap: WhitespaceCap | None = None  # built on the first SQL matcher (~0.3 s)
+        self._cap_lock = threading.Lock()
 
-    def compile(self, spec: GrammarSpec) -> tuple[xgr.CompiledGrammar, int]:
+    def compile(self, spec: GrammarSpec) -> tuple[xgr.CompiledGrammar | _WithWhitespaceCap, int]:
         try:
             compiled = self._compile(spec)
         except GrammarError:
             raise
         except Exception as exc:  # xgrammar raises RuntimeError / ValueError / its own types
             raise GrammarError(f"cannot compile {spec.kind} grammar: {_error_reason(exc)}") from exc
-        return compiled, int(compiled.memory_size_bytes)
+        inner = compiled.compiled if isinstance(compiled, _WithWhitespaceCap) else compiled
+        return compiled, int(inner.memory_size_bytes)
 
-    def _compile(self, spec: GrammarSpec) -> xgr.CompiledGrammar:
+    def _whitespace_cap(self) -> WhitespaceCap:
+        with self._cap_lock:
+            if self._ws_cap is None:
+                self._ws_cap = WhitespaceCap(self.tokenizer_info.decoded_vocab,
+                                             vocab_size=self.vocab_size, limit=SQL_MAX_WHITESPACE)
+            return self._ws_cap
+
+    def _compile(self, spec: GrammarSpec) -> xgr.CompiledGrammar | _WithWhitespaceCap:
         json_options: dict[str, Any] = {
             "any_whitespace": True,
             "strict_mode": not self.allow_extra_properties,
@@ -128,13 +210,26 @@ class XGrammarBackend:
             return self._compiler.compile_structural_tag(json.dumps(tag))
         if kind == "sql":
             schema = spec.source_json["schema"]
-            return self._compiler.compile_grammar(sql_ebnf(None if schema is None
-                                                           else schema["tables"]))
+            return _WithWhitespaceCap(self._compiler.compile_grammar(
+                sql_ebnf(None if schema is None else schema["tables"])))
         raise GrammarError(f"grammar kind '{kind}' is not supported by the xgrammar backend")
 
     def matcher(
-        self, handle: xgr.CompiledGrammar, *, encode: Callable[[str], list[int]]
+        self, handle: xgr.CompiledGrammar | _WithWhitespaceCap, *,
+        encode: Callable[[str], list[int]],
     ) -> Matcher:
+        if isinstance(handle, _WithWhitespaceCap):
+            return XGrammarMatcher(
+                handle.compiled, ws_cap=self._whitespace_cap(), vocab_size=self.vocab_size,
+                stop_token_ids=self.stop_token_ids, encode=encode,
+            )
         return XGrammarMatcher(
             handle, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids, encode=encode
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _WithWhitespaceCap:
+    """A compiled grammar whose matchers cap whitespace runs (SQL: `[ \\t\\n]*` in the EBNF)."""
+
+    compiled: xgr.CompiledGrammar

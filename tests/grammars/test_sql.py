@@ -70,3 +70,50 @@ def test_spider_dev_smoke(xgr_compiler, data_dir) -> None:  # type: ignore[no-un
         ddl = (spider / "ddl" / f"{example['db_id']}.sql").read_text()
         accepted += accepts(sql_matcher(xgr_compiler, ddl), example["query"])
     assert accepted >= 36, accepted
+
+
+def _allowed(bitmask, token: int) -> bool:  # type: ignore[no-untyped-def]
+    return bool((int(bitmask[0, token // 32]) >> (token % 32)) & 1)
+
+
+def test_whitespace_runs_capped_in_mask_and_accept(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
+    from grammars.sql import SQL_MAX_WHITESPACE
+
+    compiled = sql_matcher(xgr_compiler, None)
+    assert accepts(compiled, "SELECT a FROM t WHERE x = 'a" + " " * SQL_MAX_WHITESPACE + "b'")
+    assert not accepts(compiled, "SELECT a FROM t WHERE x = 'a" + " " * 9 + "b'")
+    bitmask = xgr_compiler.allocate_bitmask(1)
+    space = xgr_compiler.encode(" ")[0]
+    matcher = compiled.matcher()
+    assert matcher.accept_text("SELECT a FROM")
+    for run in range(SQL_MAX_WHITESPACE):  # runs built token by token: mask agrees with accept
+        matcher.fill_mask(bitmask)
+        assert _allowed(bitmask, space), run
+        assert matcher.accept_token(space)
+    matcher.fill_mask(bitmask)
+    assert not _allowed(bitmask, space)
+    assert not matcher.accept_token(space)
+    assert matcher.accept_text("t")
+    matcher.rollback(1 + SQL_MAX_WHITESPACE)  # rollback restores the run length
+    assert matcher.accept_text("  t")
+
+
+def test_spider_mask_cost_bound(xgr_compiler, data_dir) -> None:  # type: ignore[no-untyped-def]
+    """fill_masks K=4 over a join query stays far below the old 0.7 s p99 (loose: CI noise)."""
+    import time
+
+    spider = data_dir / "text2sql" / "spider"
+    example = next(e for e in json.loads((spider / "dev.json").read_text())
+                   if e["db_id"] == "car_1" and " JOIN " in e["query"])
+    compiled = sql_matcher(xgr_compiler, (spider / "ddl" / "car_1.sql").read_text())
+    tokens = xgr_compiler.encode(example["query"])
+    matcher = compiled.matcher()
+    bitmask = xgr_compiler.allocate_bitmask(5)
+    worst = 0.0
+    for index, token in enumerate(tokens):
+        start = time.perf_counter()
+        assert matcher.fill_masks(bitmask, tokens[index:index + 4]) >= 1
+        worst = max(worst, time.perf_counter() - start)
+        assert matcher.accept_token(token)
+    assert matcher.can_stop()
+    assert worst < 0.05, worst
