@@ -7,7 +7,10 @@ specgate compiler owns the cache). JSON-schema grammars use xgrammar's `strict_m
 extra members: what vLLM does, and 100× faster to compile than the permissive form;
 "json_object" always admits any object), and
 `max_whitespace_cnt=max_whitespace` (bounded whitespace runs, vLLM #38696). Library errors
-become GrammarError naming the kind and xgrammar's reason.
+become GrammarError naming the kind and xgrammar's reason. EBNF text goes through
+`normalize_ebnf` (GBNF empty alternatives) and Lark text through `normalize_lark` (rule /
+terminal priorities dropped) first. SQL grammars come back wrapped (`_WithWhitespaceCap`):
+their matchers cap whitespace runs (`WhitespaceCap`, see grammars.sql).
 
 Knows nothing of caching, timeouts, sampling or HTTP.
 """
@@ -25,6 +28,7 @@ import torch
 import xgrammar as xgr
 
 from grammars.errors import GrammarError
+from grammars.grammar_text import normalize_ebnf, normalize_lark
 from grammars.json_schema import check_refs_local
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
@@ -202,9 +206,9 @@ class XGrammarBackend:
         if kind == "choice":
             return self._compiler.compile_grammar(choice_ebnf(spec.source_json))
         if kind == "ebnf":
-            return self._compiler.compile_grammar(spec.source)
+            return self._compiler.compile_grammar(normalize_ebnf(spec.source))
         if kind == "lark":
-            return self._compiler.compile_lark(spec.source)
+            return self._compiler.compile_lark(normalize_lark(spec.source))
         if kind == "tools":
             tag = structural_tag(spec, max_whitespace=self.max_whitespace)
             return self._compiler.compile_structural_tag(json.dumps(tag))
