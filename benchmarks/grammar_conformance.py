@@ -86,7 +86,8 @@ def suite(compiler: Any, *, quick: bool) -> tuple[list[list[str]], dict[str, flo
     return rows, summary
 
 
-def bench(compiler: Any, *, quick: bool) -> list[list[str]]:
+def bench(compiler: Any, *, quick: bool,
+          failures: list[dict[str, Any]] | None = None) -> list[list[str]]:
     import jsonschema
 
     from grammars import GrammarError
@@ -123,6 +124,9 @@ def bench(compiler: Any, *, quick: bool) -> list[list[str]]:
                 if truth:
                     valid_n += 1
                     valid_ok += got
+                    if not got and failures is not None:
+                        failures.append({"category": path.stem, "index": records.index(record),
+                                         "schema": schema, "data": test["data"]})
                 else:
                     invalid_n += 1
                     invalid_ok += not got
@@ -225,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--backend", default="xgrammar", choices=["xgrammar", "outlines"])
     parser.add_argument("--output", type=pathlib.Path, default=RESULTS)
+    parser.add_argument("--failures", type=pathlib.Path, default=None,
+                        help="write the valid JSONSchemaBench instances refused here (JSON)")
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer
 
@@ -236,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
                                cache_bytes=1 << 30, compile_timeout_s=20.0)
     suite_rows, suite_sum = suite(compiler, quick=args.quick)
     print(f"suite done {time.perf_counter() - started:.0f}s", file=sys.stderr)
-    bench_rows = bench(compiler, quick=args.quick)
+    failures: list[dict[str, Any]] = []
+    bench_rows = bench(compiler, quick=args.quick, failures=failures)
+    if args.failures is not None:
+        args.failures.write_text(json.dumps(failures))
     print(f"bench done {time.perf_counter() - started:.0f}s", file=sys.stderr)
     if args.backend == "xgrammar":
         file_rows = grammar_files(compiler)

@@ -245,7 +245,9 @@ def _parse_ddl(ddl: str) -> dict[str, list[str]]:
             depth += {"(": 1, ")": -1}.get(ddl[pos], 0)
             pos += 1
         body = ddl[start : pos - 1]
-        items, depth, current = [], 0, []
+        items: list[str] = []
+        depth = 0
+        current: list[str] = []
         for ch in body:
             if ch == "," and depth == 0:
                 items.append("".join(current))

@@ -6,11 +6,13 @@ specgate compiler owns the cache). JSON-schema grammars use xgrammar's `strict_m
 `allow_extra_properties` (objects/arrays without `additionalProperties` / `items` admit no
 extra members: what vLLM does, and 100× faster to compile than the permissive form;
 "json_object" always admits any object), and
-`max_whitespace_cnt=max_whitespace` (bounded whitespace runs, vLLM #38696). Library errors
+whitespace runs capped at `max_whitespace` (vLLM #38696) by the matcher, not by xgrammar's
+`max_whitespace_cnt` (4x slower masks): see WhitespaceCap; the cap counts every run of
+[ \\t\\n\\r], spaces inside JSON strings too. Library errors
 become GrammarError naming the kind and xgrammar's reason. EBNF text goes through
 `normalize_ebnf` (GBNF empty alternatives) and Lark text through `normalize_lark` (rule /
-terminal priorities dropped) first. SQL grammars come back wrapped (`_WithWhitespaceCap`):
-their matchers cap whitespace runs (`WhitespaceCap`, see grammars.sql).
+terminal priorities dropped) first. JSON and SQL grammars come back wrapped
+(`_WithWhitespaceCap`): their matchers cap whitespace runs.
 
 Knows nothing of caching, timeouts, sampling or HTTP.
 """
@@ -74,29 +76,32 @@ class XGrammarMatcher(Matcher):
 
 
 class WhitespaceCap:
-    """Caps runs of [ \\t\\n] at `limit` characters, across token boundaries.
+    """Caps runs of whitespace (the bytes of `chars`) at `limit` characters, across tokens.
 
-    For grammars whose whitespace is written `[ \\t\\n]*` (an inline element: cheap masks)
-    but must stay bounded. Per token, from the decoded vocabulary, once per tokenizer:
+    For grammars whose whitespace is an unbounded inline `[ \\t\\n]*` (cheap masks: a
+    bounded `{0,n}` repetition makes xgrammar 4x (JSON) to 1000x (SQL) slower) but must
+    stay bounded (vLLM #38696). Per token, from the decoded vocabulary, once per tokenizer:
     its leading run, its longest inner run, its trailing run and whether it is all
     whitespace. `allowed_after(run)` is an int32 word mask [W] of the tokens that keep
     every run <= limit after a current trailing run of `run`.
     """
 
-    def __init__(self, decoded_vocab: Sequence[bytes], *, vocab_size: int, limit: int) -> None:
+    def __init__(self, decoded_vocab: Sequence[bytes], *, vocab_size: int, limit: int,
+                 chars: bytes = b" \t\n") -> None:
         self.limit = limit
+        run_re = re.compile(b"[" + re.escape(chars) + b"]+")
         count = len(decoded_vocab)
         self._lead = [0] * count
         self._tail = [0] * count
         self._all_ws = [False] * count
         inner_ok = torch.ones(vocab_size, dtype=torch.bool)
         for token_id, raw in enumerate(decoded_vocab):
-            runs = [len(run) for run in _WS_RUN.findall(raw)]
+            runs = [len(run) for run in run_re.findall(raw)]
             if not runs:
                 continue
-            stripped = raw.lstrip(b" \t\n")
+            stripped = raw.lstrip(chars)
             self._lead[token_id] = len(raw) - len(stripped)
-            self._tail[token_id] = len(raw) - len(raw.rstrip(b" \t\n"))
+            self._tail[token_id] = len(raw) - len(raw.rstrip(chars))
             self._all_ws[token_id] = not stripped
             if max(runs) > limit:
                 inner_ok[token_id] = False
@@ -118,9 +123,6 @@ class WhitespaceCap:
         return self._masks[min(run, self.limit)]
 
 
-_WS_RUN = re.compile(rb"[ \t\n]+")
-
-
 def _pack(allowed: torch.Tensor) -> torch.Tensor:  # [V] bool -> [ceil(V/32)] int32
     padded = torch.zeros((allowed.numel() + 31) // 32 * 32, dtype=torch.int64)
     padded[: allowed.numel()] = allowed.to(torch.int64)
@@ -139,6 +141,9 @@ def _error_reason(exc: Exception) -> str:
 
 def choice_ebnf(choices: Sequence[str]) -> str:
     return "root ::= " + " | ".join(f"({json.dumps(choice)})" for choice in choices)
+
+
+_JSON_WHITESPACE = b" \t\n\r"
 
 
 class XGrammarBackend:
@@ -167,7 +172,7 @@ class XGrammarBackend:
         self._compiler = xgr.GrammarCompiler(
             self.tokenizer_info, max_threads=max_threads, cache_enabled=False
         )
-        self._ws_cap: WhitespaceCap | None = None  # built on the first SQL matcher (~0.3 s)
+        self._ws_caps: dict[tuple[bytes, int], WhitespaceCap] = {}  # built on first use (~0.5 s)
         self._cap_lock = threading.Lock()
 
     def compile(self, spec: GrammarSpec) -> tuple[xgr.CompiledGrammar | _WithWhitespaceCap, int]:
@@ -180,27 +185,30 @@ class XGrammarBackend:
         inner = compiled.compiled if isinstance(compiled, _WithWhitespaceCap) else compiled
         return compiled, int(inner.memory_size_bytes)
 
-    def _whitespace_cap(self) -> WhitespaceCap:
+    def _whitespace_cap(self, chars: bytes, limit: int) -> WhitespaceCap:
         with self._cap_lock:
-            if self._ws_cap is None:
-                self._ws_cap = WhitespaceCap(self.tokenizer_info.decoded_vocab,
-                                             vocab_size=self.vocab_size, limit=SQL_MAX_WHITESPACE)
-            return self._ws_cap
+            cap = self._ws_caps.get((chars, limit))
+            if cap is None:
+                cap = WhitespaceCap(self.tokenizer_info.decoded_vocab, vocab_size=self.vocab_size,
+                                    limit=limit, chars=chars)
+                self._ws_caps[(chars, limit)] = cap
+            return cap
 
     def _compile(self, spec: GrammarSpec) -> xgr.CompiledGrammar | _WithWhitespaceCap:
+        # whitespace: xgrammar's unbounded `[ \n\t]*`, capped by the matcher (WhitespaceCap)
         json_options: dict[str, Any] = {
             "any_whitespace": True,
             "strict_mode": not self.allow_extra_properties,
-            "max_whitespace_cnt": self.max_whitespace,
         }
         kind = spec.kind
         if kind == "json_object":
-            return self._compiler.compile_json_schema(
+            return _WithWhitespaceCap(self._compiler.compile_json_schema(
                 '{"type": "object"}', **{**json_options, "strict_mode": False}
-            )
+            ), _JSON_WHITESPACE, self.max_whitespace)
         if kind == "json_schema":
             check_refs_local(spec.source_json)
-            return self._compiler.compile_json_schema(spec.source, **json_options)
+            return _WithWhitespaceCap(self._compiler.compile_json_schema(
+                spec.source, **json_options), _JSON_WHITESPACE, self.max_whitespace)
         if kind == "regex":
             return self._compiler.compile_regex(spec.source)
         if kind == "choice":
@@ -215,7 +223,8 @@ class XGrammarBackend:
         if kind == "sql":
             schema = spec.source_json["schema"]
             return _WithWhitespaceCap(self._compiler.compile_grammar(
-                sql_ebnf(None if schema is None else schema["tables"])))
+                sql_ebnf(None if schema is None else schema["tables"])), b" \t\n",
+                SQL_MAX_WHITESPACE)
         raise GrammarError(f"grammar kind '{kind}' is not supported by the xgrammar backend")
 
     def matcher(
@@ -224,7 +233,8 @@ class XGrammarBackend:
     ) -> Matcher:
         if isinstance(handle, _WithWhitespaceCap):
             return XGrammarMatcher(
-                handle.compiled, ws_cap=self._whitespace_cap(), vocab_size=self.vocab_size,
+                handle.compiled, ws_cap=self._whitespace_cap(handle.chars, handle.limit),
+                vocab_size=self.vocab_size,
                 stop_token_ids=self.stop_token_ids, encode=encode,
             )
         return XGrammarMatcher(
@@ -234,6 +244,8 @@ class XGrammarBackend:
 
 @dataclass(frozen=True, slots=True)
 class _WithWhitespaceCap:
-    """A compiled grammar whose matchers cap whitespace runs (SQL: `[ \\t\\n]*` in the EBNF)."""
+    """A compiled grammar whose matchers cap runs of `chars` at `limit` (WhitespaceCap)."""
 
     compiled: xgr.CompiledGrammar
+    chars: bytes
+    limit: int
