@@ -13,7 +13,12 @@ Contract:
      `prefixItems` admits no extra items — vLLM's and xgrammar's default; compile with
      `GrammarCompiler(..., allow_extra_properties=True)` for the standard's "anything"
      default (xgrammar then compiles ~100× slower). Say `"additionalProperties": true` to
-     allow extra properties in one object;
+     allow extra properties in one object. Exception (`open_memberless`, applied by the
+     xgrammar backend): an object schema that constrains no members at all (no
+     properties / patternProperties / additionalProperties / unevaluatedProperties /
+     propertyNames) admits any properties, and an array schema with no items /
+     prefixItems / contains admits any items: a free-form `{"type": "object"}` is any
+     object, not only `{}`;
   2. keywords in UNENFORCED are ignored: the output satisfies the schema with those
      keywords deleted (so `oneOf` behaves as `anyOf`, `allOf` with several members may
      not be fully enforced, `not` / `if`-`then`-`else` / `uniqueItems` / `contains` /
@@ -31,6 +36,7 @@ Knows nothing of tokenizers or of how the grammar is compiled.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -134,3 +140,31 @@ def check_refs_local(schema: Any) -> None:
         ref = sub.get("$ref")
         if isinstance(ref, str) and not ref.startswith("#"):
             raise GrammarError(f"unsupported remote $ref '{ref}' at {pointer or '/'}")
+
+
+_OBJECT_MEMBER_KEYS = ("properties", "patternProperties", "additionalProperties",
+                       "unevaluatedProperties", "propertyNames")
+_ARRAY_MEMBER_KEYS = ("items", "prefixItems", "unevaluatedItems", "additionalItems",
+                      "contains")
+
+
+def _has_type(sub: dict[str, Any], name: str) -> bool:
+    kind = sub.get("type")
+    return kind == name or (isinstance(kind, list) and name in kind)
+
+
+def open_memberless(schema: Any) -> Any:
+    """A copy of `schema` where an object schema that says nothing about its members
+    (no properties / patternProperties / additionalProperties / unevaluatedProperties /
+    propertyNames) gets `additionalProperties: true`, and an array schema with no `items`
+    / `prefixItems` / … gets `items: true` (rule 1's exception: a free-form `{"type":
+    "object"}` means any object, never only `{}`). The input is not modified."""
+    if not isinstance(schema, dict):
+        return schema
+    copy = json.loads(json.dumps(schema))
+    for _, sub in iter_subschemas(copy):
+        if _has_type(sub, "object") and not any(key in sub for key in _OBJECT_MEMBER_KEYS):
+            sub["additionalProperties"] = True
+        if _has_type(sub, "array") and not any(key in sub for key in _ARRAY_MEMBER_KEYS):
+            sub["items"] = True
+    return copy

@@ -2,7 +2,7 @@
 
 Contract: `XGrammarBackend(tokenizer, vocab_size=, stop_token_ids=, max_whitespace=)` builds
 the xgrammar TokenizerInfo ONCE (≈1.1 s on Qwen) and an uncached xgrammar compiler (the
-specgate compiler owns the cache). JSON-schema grammars use xgrammar's `strict_mode` unless
+specgate compiler owns the cache). JSON-schema grammars (after `open_memberless`) use xgrammar's `strict_mode` unless
 `allow_extra_properties` (objects/arrays without `additionalProperties` / `items` admit no
 extra members: what vLLM does, and 100× faster to compile than the permissive form;
 "json_object" always admits any object), and
@@ -31,7 +31,7 @@ import xgrammar as xgr
 
 from grammars.errors import GrammarError
 from grammars.grammar_text import normalize_ebnf, normalize_lark
-from grammars.json_schema import check_refs_local
+from grammars.json_schema import check_refs_local, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf
@@ -206,9 +206,12 @@ class XGrammarBackend:
                 '{"type": "object"}', **{**json_options, "strict_mode": False}
             ), _JSON_WHITESPACE, self.max_whitespace)
         if kind == "json_schema":
-            check_refs_local(spec.source_json)
+            schema = spec.source_json
+            check_refs_local(schema)
+            source = spec.source if self.allow_extra_properties else json.dumps(
+                open_memberless(schema))
             return _WithWhitespaceCap(self._compiler.compile_json_schema(
-                spec.source, **json_options), _JSON_WHITESPACE, self.max_whitespace)
+                source, **json_options), _JSON_WHITESPACE, self.max_whitespace)
         if kind == "regex":
             return self._compiler.compile_regex(spec.source)
         if kind == "choice":

@@ -49,3 +49,15 @@ def test_mask_agrees_with_accept_at_every_run_length(xgr_compiler) -> None:  # t
     assert matcher.accept_text('x"}') and matcher.can_stop()
     matcher.rollback(matcher.num_accepted)  # rollback restores every run length
     assert matcher.accept_text('{"a":' + " " * limit + '"x"}')
+
+
+def test_memberless_objects_and_arrays_are_open(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
+    schema = {"type": "object", "properties": {"tags": {"type": "array"},
+                                               "meta": {"type": "object"},
+                                               "n": {"type": "integer"}}}
+    compiled = xgr_compiler.compile(GrammarSpec("json_schema", json.dumps(schema)))
+    matcher = compiled.matcher()
+    assert matcher.accept_text('{"tags": [1, "a"], "meta": {"x": [true]}, "n": 2}')
+    assert matcher.can_stop()
+    assert not compiled.matcher().accept_text('{"other": 1')  # listed properties stay strict
+    assert not compiled.matcher().accept_text('{"n": "2"')
