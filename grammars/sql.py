@@ -174,6 +174,14 @@ def sql_ebnf(tables: dict[str, list[str]] | None) -> str:
     return "\n".join(_share_leading_whitespace(rules)) + "\n"
 
 
+def sql_ebnf_bounded(ebnf: str) -> str:
+    """`ebnf` (from sql_ebnf) with the whitespace bound written into the grammar
+    (`{1,8}` / `{0,8}` repetitions: same runs between words, masks ~100x slower; string
+    literals not capped), for consumers that recompile the text without our matcher."""
+    top = SQL_MAX_WHITESPACE
+    return ebnf.replace(_WS, f"[ \\t\\n]{{1,{top}}}").replace(_WS0, f"[ \\t\\n]{{0,{top}}}")
+
+
 _SHARED = ("expr", "operand", "query", "select_core", "result_col", "from_item", "order_item",
            "ident", "call_args", "join_kind", "sym_op", "word_op", "table_name")
 

@@ -6,13 +6,12 @@ specgate compiler owns the cache). JSON-schema grammars (after `open_memberless`
 `allow_extra_properties` (objects/arrays without `additionalProperties` / `items` admit no
 extra members: what vLLM does, and 100× faster to compile than the permissive form;
 "json_object" always admits any object), and
-whitespace runs capped at `max_whitespace` (vLLM #38696) by the matcher, not by xgrammar's
-`max_whitespace_cnt` (4x slower masks): see WhitespaceCap; the cap counts every run of
-[ \\t\\n\\r], spaces inside JSON strings too. Library errors
+`max_whitespace_cnt=max_whitespace` (bounded whitespace runs, vLLM #38696). Library errors
 become GrammarError naming the kind and xgrammar's reason. EBNF text goes through
 `normalize_ebnf` (GBNF empty alternatives) and Lark text through `normalize_lark` (rule /
-terminal priorities dropped) first. JSON and SQL grammars come back wrapped
-(`_WithWhitespaceCap`): their matchers cap whitespace runs.
+terminal priorities dropped) first. SQL grammars come back wrapped (`_WithWhitespaceCap`):
+their matchers cap whitespace runs (see grammars.sql), and their `grammar` (read by
+engine.vllm) writes the same bound as `{1,8}` repetitions (string literals uncapped there).
 
 Knows nothing of caching, timeouts, sampling or HTTP.
 """
@@ -23,7 +22,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -34,7 +33,7 @@ from grammars.grammar_text import normalize_ebnf, normalize_lark
 from grammars.json_schema import check_refs_local, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
-from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf
+from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf, sql_ebnf_bounded
 from grammars.tools import structural_tag
 
 
@@ -143,9 +142,6 @@ def choice_ebnf(choices: Sequence[str]) -> str:
     return "root ::= " + " | ".join(f"({json.dumps(choice)})" for choice in choices)
 
 
-_JSON_WHITESPACE = b" \t\n\r"
-
-
 class XGrammarBackend:
     name = "xgrammar"
     supported_kinds = frozenset(
@@ -195,23 +191,26 @@ class XGrammarBackend:
             return cap
 
     def _compile(self, spec: GrammarSpec) -> xgr.CompiledGrammar | _WithWhitespaceCap:
-        # whitespace: xgrammar's unbounded `[ \n\t]*`, capped by the matcher (WhitespaceCap)
+        # JSON whitespace stays bounded by xgrammar itself (`{0,n}`), not by WhitespaceCap,
+        # though that would make masks ~4x cheaper (p50 66 -> 14 us): the cap also bounds
+        # space runs inside strings, and engine.vllm recompiles `grammar` and needs the
+        # identical language.
         json_options: dict[str, Any] = {
             "any_whitespace": True,
             "strict_mode": not self.allow_extra_properties,
+            "max_whitespace_cnt": self.max_whitespace,
         }
         kind = spec.kind
         if kind == "json_object":
-            return _WithWhitespaceCap(self._compiler.compile_json_schema(
+            return self._compiler.compile_json_schema(
                 '{"type": "object"}', **{**json_options, "strict_mode": False}
-            ), _JSON_WHITESPACE, self.max_whitespace)
+            )
         if kind == "json_schema":
             schema = spec.source_json
             check_refs_local(schema)
             source = spec.source if self.allow_extra_properties else json.dumps(
                 open_memberless(schema))
-            return _WithWhitespaceCap(self._compiler.compile_json_schema(
-                source, **json_options), _JSON_WHITESPACE, self.max_whitespace)
+            return self._compiler.compile_json_schema(source, **json_options)
         if kind == "regex":
             return self._compiler.compile_regex(spec.source)
         if kind == "choice":
@@ -225,9 +224,10 @@ class XGrammarBackend:
             return self._compiler.compile_structural_tag(json.dumps(tag))
         if kind == "sql":
             schema = spec.source_json["schema"]
-            return _WithWhitespaceCap(self._compiler.compile_grammar(
-                sql_ebnf(None if schema is None else schema["tables"])), b" \t\n",
-                SQL_MAX_WHITESPACE)
+            ebnf = sql_ebnf(None if schema is None else schema["tables"])
+            return _WithWhitespaceCap(
+                self._compiler.compile_grammar(ebnf), b" \t\n", SQL_MAX_WHITESPACE,
+                lambda: xgr.Grammar.from_ebnf(sql_ebnf_bounded(ebnf)))
         raise GrammarError(f"grammar kind '{kind}' is not supported by the xgrammar backend")
 
     def matcher(
@@ -247,8 +247,16 @@ class XGrammarBackend:
 
 @dataclass(frozen=True, slots=True)
 class _WithWhitespaceCap:
-    """A compiled grammar whose matchers cap runs of `chars` at `limit` (WhitespaceCap)."""
+    """A compiled grammar whose matchers cap runs of `chars` at `limit` (WhitespaceCap).
+
+    `grammar` is the same language with the bound written into the grammar (xgrammar's
+    `{0,n}`), for consumers that recompile the text without our matcher (engine.vllm)."""
 
     compiled: xgr.CompiledGrammar
     chars: bytes
     limit: int
+    bounded: Callable[[], xgr.Grammar] = field(compare=False, repr=False)
+
+    @property
+    def grammar(self) -> xgr.Grammar:
+        return self.bounded()
