@@ -123,7 +123,7 @@ class DraftMasker:
         if any(r is not None and r.active for r in self._rows):
             self.stats.steps += 1
 
-    def mask_logits(self, logits: torch.Tensor) -> None:  # logits [B, V] float32, in place
+    def mask_logits(self, logits: torch.Tensor) -> None:  # logits [B, V] float32 (any device), in place
         """Set forbidden tokens to -inf on every active row (rows beyond `begin`'s are untouched)."""
         active = [i for i, r in enumerate(self._rows[: logits.shape[0]]) if r is not None and r.active]
         if not active:
@@ -146,7 +146,10 @@ class DraftMasker:
                 continue
             keep.append(i)
         if keep:
-            xgr.apply_token_bitmask_inplace(logits, bitmask[: logits.shape[0]], indices=keep)
+            rows = bitmask[: logits.shape[0]]
+            if rows.device != logits.device:  # GPU: the fill is on the host, the kernel on device
+                rows = rows.to(logits.device, non_blocking=True)
+            xgr.apply_token_bitmask_inplace(logits, rows, indices=keep)
             self.stats.masked_rows += len(keep)
 
     def advance(self, token_ids: torch.Tensor) -> None:  # token_ids [B] int

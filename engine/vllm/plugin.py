@@ -74,10 +74,10 @@ def install_draft_masking() -> None:
 
     if getattr(GPUModelRunner, _PATCHED, False):
         return
-    GPUModelRunner.propose_draft_token_ids = _wrap_propose(GPUModelRunner.propose_draft_token_ids)
-    SpecDecodeBaseProposer._sample_draft_tokens = _wrap_sample_draft(
-        SpecDecodeBaseProposer._sample_draft_tokens
-    )
+    GPUModelRunner.propose_draft_token_ids = _wrap_propose(  # type: ignore[method-assign]
+        GPUModelRunner.propose_draft_token_ids)
+    SpecDecodeBaseProposer._sample_draft_tokens = _wrap_sample_draft(  # type: ignore[method-assign]
+        SpecDecodeBaseProposer._sample_draft_tokens)
     setattr(GPUModelRunner, _PATCHED, True)
 
 
@@ -105,7 +105,7 @@ def _make_masker(runner: Any) -> DraftMasker | None:
         def compile_fn(sampling_params: Any) -> Any:
             key = get_structured_output_key(sampling_params.structured_outputs)
             grammar = backend.compile_grammar(*key, stop_token_ids=sampling_params.all_stop_token_ids)
-            return grammar.matcher
+            return grammar.matcher  # type: ignore[attr-defined]  # XgrammarGrammar
 
         masker = DraftMasker(compile_fn=compile_fn, vocab_size=vocab_size,
                              debug=_env_flag("SPECGATE_VLLM_DEBUG", False))

@@ -41,16 +41,24 @@ def compiler(qwen_tokenizer: Any) -> GrammarCompiler:
     return GrammarCompiler(qwen_tokenizer, vocab_size=V)
 
 
+@pytest.fixture(scope="module")
+def xgr_compiler(compiler: GrammarCompiler, qwen_tokenizer: Any) -> Any:
+    import xgrammar as xgr
+
+    info = xgr.TokenizerInfo.from_huggingface(qwen_tokenizer, vocab_size=V,
+                                              stop_token_ids=list(compiler.stop_token_ids))
+    return xgr.GrammarCompiler(info)
+
+
 @pytest.mark.parametrize("name", sorted(BODIES))
-def test_ebnf_round_trip_gives_identical_masks(name: str, compiler: GrammarCompiler, qwen_tokenizer: Any) -> None:
+def test_ebnf_round_trip_gives_identical_masks(name: str, compiler: GrammarCompiler, xgr_compiler: Any,
+                                               qwen_tokenizer: Any) -> None:
     import xgrammar as xgr
 
     compiled = compiler.compile(spec_from_request({"model": "m", "messages": [], **BODIES[name]}))
     ebnf = grammar_source(compiled)
     # what vLLM's XgrammarBackend does with a `grammar` request: compile_grammar(ebnf)
-    info = xgr.TokenizerInfo.from_huggingface(qwen_tokenizer, vocab_size=V,
-                                              stop_token_ids=list(compiler.stop_token_ids))
-    theirs = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar(ebnf))
+    theirs = xgr.GrammarMatcher(xgr_compiler.compile_grammar(ebnf))
     ours = compiled.matcher()
     words = (V + 31) // 32
     mask_ours = torch.zeros(1, words, dtype=torch.int32)
