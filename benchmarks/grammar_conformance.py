@@ -255,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     body = "\n\n".join([
         f"Backend `{args.backend}`, Qwen2.5 tokenizer (vocab 151,936), whitespace runs bounded "
-        f"at {compiler.max_whitespace}, no extra properties unless the schema allows them (`strict_mode`, the vLLM default). "
+        f"at {compiler.max_whitespace}, no extra properties beside listed ones unless the schema "
+        "allows them (`strict_mode`, the vLLM default; an object or array schema that "
+        "constrains no members admits any: `open_memberless`). "
         f"{'Quick sample' if args.quick else 'Full run'}, {elapsed:.0f} s on this machine. "
         "Produced by `python -m benchmarks.grammar_conformance"
         f"{' --quick' if args.quick else ''}`.",
