@@ -89,6 +89,9 @@ def markdown(document: dict[str, Any]) -> str:
             )
         lines.append("")
     lines += _sources_table(rows)
+    lines += _noise_check(rows)
+    if document.get("notes"):
+        lines += [f"Note: {document['notes']}", ""]
     unavailable = document.get("unavailable") or {}
     if unavailable:
         lines += ["Unavailable configurations:", ""]
@@ -138,6 +141,20 @@ def _sources_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _noise_check(rows: list[dict[str, Any]]) -> list[str]:
+    """At T=0 without a grammar, the three draft-model configurations do identical work (same
+    tokens, same forwards): the spread of their tokens/s is this run's timing noise."""
+    same = [r.get("tokens_per_second") for r in rows if r["workload"] == "chat" and r["temperature"] == 0
+            and r["config"] in ("spec-unmasked-draft", "spec-raw-q", "specgate")]
+    values = [v for v in same if v]
+    if len(values) < 2:
+        return []
+    spread = max(values) / min(values) - 1
+    return [f"Timing noise check: on `chat` at T=0 the three draft-model configurations do identical work; "
+            f"their decode tokens/s differ by {spread:.0%} (max/min − 1) in this run. Differences in speedup "
+            "smaller than that are noise.", ""]
+
+
 def _per(value: Any, steps: int) -> float | None:
     return None if value is None else float(value) / steps
 
@@ -156,6 +173,9 @@ def rerender(json_path: pathlib.Path, md_path: pathlib.Path) -> dict[str, Any]:
     document["results"] = aggregate(records[:n_main])
     document["sweeps"] = {"k": aggregate(records[n_main:n_main + n_k]),
                           "temperature": aggregate(records[n_main + n_k:])}
+    from benchmarks.suite.plots import plot_sweeps
+
+    document["plots"] = plot_sweeps(document, json_path.parent, json_path.stem)
     write_json(document, json_path)
     md_path.write_text(markdown(document))
     return document
