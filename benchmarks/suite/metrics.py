@@ -10,7 +10,8 @@ Row fields (None where the runner could not measure them):
 - `tokens_per_second` = Σ decode tokens / Σ decode time (first step, which carries the
   prefill, excluded); `e2e_tokens_per_second` = Σ tokens / Σ request latency;
 - `speedup` = tokens_per_second / that of `no-spec` on the same workload and temperature,
-  measured in the same run (None without that baseline);
+  measured in the same run (None without that baseline); rows with `timing="e2e"` (vLLM)
+  compare end-to-end tokens/s instead, and their `tokens_per_second` includes the prefill;
 - `predicted_speedup` = `sampler.expected_speedup(α, K, c, verify_cost)` with α the measured
   acceptance, c = measured draft time per step / (K · no-spec step time) (so grammar-forced
   drafts that need no forward lower c) and verify_cost = measured verify time per step /
@@ -87,6 +88,7 @@ def summarize(records: list[RequestRecord]) -> dict[str, Any]:
         drafted += strays  # refused drafts cut before verification: drafted, rejected
     forced_accepted = _sum(ok, "forced_accepted_tokens")
     row.update({
+        "timing": first.timing,
         "completion_tokens": int(tokens or 0),
         "steps": int(steps or 0),
         "draft_tokens": None if drafted is None else int(drafted),
@@ -127,6 +129,10 @@ def add_relative(rows: list[dict[str, Any]]) -> None:
         base = baseline.get((row["workload"], row["temperature"]))
         row["speedup"] = row["predicted_speedup"] = row["speedup_vs_predicted"] = None
         if base is None or not row.get("tokens_per_second"):
+            continue
+        if row.get("timing") == "e2e":  # no prefill split: compare end to end with the baseline
+            if base.get("e2e_tokens_per_second") and row.get("e2e_tokens_per_second"):
+                row["speedup"] = row["e2e_tokens_per_second"] / base["e2e_tokens_per_second"]
             continue
         row["speedup"] = row["tokens_per_second"] / base["tokens_per_second"]
         plain_step = base.get("decode_step_s")

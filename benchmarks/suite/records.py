@@ -2,7 +2,8 @@
 
 Times are seconds. `decode_*` exclude the first step (which carries the prompt prefill of
 the target and, for a draft model, of the draft), so per-step costs and decode tokens/s
-compare speculation itself; `latency_s` is the whole request, prefill included.
+compare speculation itself; `latency_s` is the whole request, prefill included. A runner
+that cannot split prefill off (vLLM) sets `timing="e2e"`.
 `strays_early` counts strays at steps that began within the first EARLY_TOKENS output
 tokens. Fields a runner cannot measure stay None (never a made-up number).
 """
@@ -46,6 +47,7 @@ class RequestRecord:
     finish_reason: str | None = None
     text: str = ""
     error: str | None = None
+    timing: str = "decode"  # "decode": prefill step excluded; "e2e": decode_* include the prefill
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

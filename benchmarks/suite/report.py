@@ -81,7 +81,8 @@ def markdown(document: dict[str, Any]) -> str:
                 continue
             lines.append(
                 f"| {row['config']} | {_fmt(row.get('acceptance_rate'))} | {_fmt(row.get('mean_accepted_length'))} "
-                f"| {_fmt(row.get('tokens_per_second'))} | {_fmt(row.get('speedup'))} "
+                f"| {_fmt(row.get('tokens_per_second'))}{'*' if row.get('timing') == 'e2e' else ''} "
+                f"| {_fmt(row.get('speedup'))} "
                 f"| {_fmt(row.get('speedup_vs_predicted'))} | {_fmt(row.get('validity'))} | {_fmt(row.get('stopped'))} "
                 f"| {_fmt(row.get('mask_share'), '.3f')} | {_fmt(row.get('forced_share'))} "
                 f"| {_fmt(row.get('stray_rate'), '.3f')} | {_fmt(row.get('latency_p50_s'), '.1f')} "
@@ -101,7 +102,8 @@ def markdown(document: dict[str, Any]) -> str:
         "Columns: accept = accepted ÷ drafted (a refused draft cut before verification counts as drafted and "
         "rejected); tok/step = tokens per target forward; valid = share of outputs the independent oracle "
         "accepts (jsonschema / tool parameters / sqlite3); stopped = share that ended before max_tokens "
-        "(a cut-off output is invalid); forced = share of "
+        "(a cut-off output is invalid); tok/s* = end to end, prefill included (vLLM rows; their "
+        "speedup compares end-to-end tokens/s with no-spec's); forced = share of "
         "accepted drafts that were grammar-forced (free); strays/step = proposals an unmasked draft "
         "model cut or ended at a grammar-refused token, per step; errors show in place of a row.",
         "",

@@ -10,7 +10,9 @@ models, interleaved per case, so machine noise spreads over all of them. The sam
 case gives every configuration the same sampling stream start.
 
 Main matrix: every configuration on `workloads`; the mask-sensitivity variants
-(`json-noschema`, `json-ws1`) only with `variant_configs`. Knows nothing about argv.
+(`json-noschema`, `json-ws1`) only with `variant_configs`. The vLLM configurations start one
+engine each (40-65 s on CPU) and run the first `vllm_cases` cases of every main workload in
+one go. Knows nothing about argv.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class BenchSettings:
     temperature_sweep: tuple[float, ...] = (0.0, 0.7, 1.0)
     temperature_sweep_configs: tuple[str, ...] = ("no-spec", "spec-raw-q", "specgate")
     sweep_cases: int = 1
+    vllm_cases: int | None = 1  # cases per workload for the vLLM configurations (None: num_cases)
     seed: int = 0
     data_dir: str | None = None
     num_threads: int | None = None
@@ -70,7 +73,8 @@ class BenchSettings:
 
 def quick_settings(**overrides: Any) -> BenchSettings:
     """Every required configuration (not the extra `forced-only`), 2 prompts, max_tokens 48,
-    reduced sweeps: K 1/4/8 and T 0/0.7/1.0 on one prompt (< 10 min on 2 idle cores)."""
+    1 prompt per workload for the vLLM configurations, reduced sweeps: K 1/4/8 and T 0/0.7/1.0
+    on one prompt (torch + HF part: ~8.5 min on 2 cores; the vLLM part adds 3 engine starts)."""
     return replace(BenchSettings(), **overrides)
 
 
@@ -79,7 +83,7 @@ def full_settings(**overrides: Any) -> BenchSettings:
         quick=False, workloads=("json", "tools", "sql", "chat"), configs=CONFIGS,
         temperature_sweep_configs=("no-spec", "spec-unmasked-draft", "spec-raw-q", "specgate"),
         variant_configs=tuple(c for c in CONFIGS if c not in VLLM_CONFIGS),
-        num_cases=8, max_tokens=128, k_sweep=tuple(range(1, 9)), sweep_cases=4,
+        num_cases=8, max_tokens=128, k_sweep=tuple(range(1, 9)), sweep_cases=4, vllm_cases=None,
         k_sweep_configs=("spec-unmasked-draft", "specgate", "ngram"),
         out="benchmarks/results/bench.json",
     )
@@ -126,7 +130,6 @@ class Bench:
     def run_cells(self, workload: Workload, configs: tuple[str, ...], *, k: int, temperature: float) -> list[RequestRecord]:
         """All configs on all cases of one workload, interleaved per case."""
         from benchmarks.suite.hf_runner import run_hf_assisted
-        from benchmarks.suite.vllm_rows import vllm_records
 
         s = self.settings
         records: list[RequestRecord] = []
@@ -145,9 +148,24 @@ class Bench:
                          f"tokens={record.completion_tokens} steps={record.steps} "
                          f"{record.latency_s:.1f}s valid={record.valid}"
                          + (f" ERROR {record.error[:120]}" if record.error else ""))
-        for config in configs:
+        return records
+
+    def run_vllm(self, workloads: list[Workload], *, k: int, temperature: float) -> list[RequestRecord]:
+        """The vLLM configurations, one engine start each, over the first `vllm_cases` cases."""
+        from benchmarks.suite.vllm_rows import vllm_records
+
+        s = self.settings
+        n = s.vllm_cases if s.vllm_cases is not None else s.num_cases
+        subset = [replace(w, cases=w.cases[:n]) for w in workloads]
+        records: list[RequestRecord] = []
+        for config in s.configs:
             if config in VLLM_CONFIGS:
-                records.extend(vllm_records(workload, config, k=k, temperature=temperature, max_tokens=s.max_tokens))
+                self.log(f"vLLM configuration {config} on {', '.join(w.name for w in subset)} ({n} per workload)")
+                records += vllm_records(subset, config, k=k, temperature=temperature, max_tokens=s.max_tokens)
+                for record in records[-sum(len(w.cases) for w in subset):]:
+                    self.log(f"  {record.workload:13} {config:20} {record.case_id[:40]:40} "
+                             f"tokens={record.completion_tokens} {record.latency_s:.1f}s valid={record.valid}"
+                             + (f" ERROR {record.error[:120]}" if record.error else ""))
         return records
 
 
@@ -162,6 +180,8 @@ def run_bench(settings: BenchSettings, *, log: Log = print) -> dict[str, Any]:
     for name in s.workloads:
         log(f"workload {name}")
         main_records += bench.run_cells(bench.workload(name, s.num_cases), s.configs, k=s.k, temperature=s.temperature)
+    main_records += bench.run_vllm([bench.workload(name, s.num_cases) for name in s.workloads], k=s.k,
+                                   temperature=s.temperature)
     for name in s.variant_workloads:
         log(f"workload {name}")
         main_records += bench.run_cells(bench.workload(name, s.num_cases), s.variant_configs, k=s.k,

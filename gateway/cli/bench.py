@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     for name, key in (("out", "out"), ("md", "md_out"), ("cases", "num_cases"), ("max_tokens", "max_tokens"),
                       ("k", "k"), ("temperature", "temperature"), ("target", "target"), ("draft", "draft"),
                       ("dtype", "dtype"), ("data_dir", "data_dir"), ("threads", "num_threads"),
-                      ("sweep_cases", "sweep_cases"), ("seed", "seed")):
+                      ("sweep_cases", "sweep_cases"), ("seed", "seed"), ("vllm_cases", "vllm_cases")):
         value = getattr(args, name)
         if value is not None:
             overrides[key] = value
@@ -63,6 +63,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--configs", default=None, help="comma-separated configuration names")
     p.add_argument("--cases", type=int, default=None, help="requests per workload")
     p.add_argument("--sweep-cases", type=int, default=None, help="requests per sweep point (0: no sweeps)")
+    p.add_argument("--vllm-cases", type=int, default=None, help="requests per workload for the vLLM configurations")
     p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("-k", type=int, default=None, help="draft tokens per step for the main matrix")
     p.add_argument("--temperature", type=float, default=None)

@@ -88,7 +88,7 @@ def test_vllm_rows_unavailable_are_marked_not_faked(monkeypatch: pytest.MonkeyPa
     from benchmarks.suite.workloads import load_workload
 
     monkeypatch.setattr(vllm_rows, "vllm_unavailable_reason", lambda: "no vllm here")
-    records = vllm_rows.vllm_records(load_workload("json", 2, data_dir=data_dir), "vllm-native",
+    records = vllm_rows.vllm_records([load_workload("json", 2, data_dir=data_dir)], "vllm-native",
                                      k=4, temperature=0.0, max_tokens=8)
     assert [r.error for r in records] == ["unavailable: no vllm here"] * 2
     assert all(r.completion_tokens == 0 and r.valid is None for r in records)
@@ -113,3 +113,30 @@ def test_rerender_reproduces_the_rows(bench_doc: tuple[dict[str, Any], pathlib.P
     assert after["results"] == before["results"]
     assert after["sweeps"] == before["sweeps"]
     assert "## Where the tokens come from" in (tmp_path / "copy.md").read_text()
+
+
+def test_vllm_rows_one_call_per_config_and_mapping(monkeypatch: pytest.MonkeyPatch, data_dir: pathlib.Path) -> None:
+    import sys
+    import types
+
+    from benchmarks.suite import vllm_rows
+    from benchmarks.suite.workloads import load_workload
+
+    calls = []
+
+    def run_vllm_config(config_name: str, prompts: list[Any], *, max_tokens: int, temperature: float,
+                        k: int) -> list[dict[str, Any]]:
+        calls.append((config_name, len(prompts), max_tokens, temperature, k))
+        return [{"text": '{"x": 1}', "completion_tokens": 7, "steps": 3, "draft_tokens": 8, "accepted_tokens": 4,
+                 "latency_s": 2.0, "finish_reason": "stop", "error": None} for _ in prompts]
+
+    fake = types.ModuleType("benchmarks.vllm_configs")
+    fake.run_vllm_config = run_vllm_config  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "benchmarks.vllm_configs", fake)
+    monkeypatch.setattr(vllm_rows, "vllm_unavailable_reason", lambda: None)
+    workloads = [load_workload("json", 2, data_dir=data_dir), load_workload("sql", 1, data_dir=data_dir)]
+    records = vllm_rows.vllm_records(workloads, "specgate-vllm", k=4, temperature=0.7, max_tokens=9)
+    assert calls == [("specgate-vllm", 3, 9, 0.7, 4)]
+    assert [r.workload for r in records] == ["json", "json", "sql"]
+    assert all(r.timing == "e2e" and r.accepted_tokens == 4 and r.decode_time_s == 2.0 for r in records)
+    assert [r.valid for r in records] == [False, False, False]  # '{"x": 1}' fits neither schema nor SQL
