@@ -23,6 +23,9 @@ from typing import Any
 import pytest
 
 pytestmark = [
+    # one event loop for the module: AsyncLLM binds its output handler to the loop of its
+    # first request, so every test must use that same loop
+    pytest.mark.asyncio(loop_scope="module"),
     pytest.mark.e2e,
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
