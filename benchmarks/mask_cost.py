@@ -193,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "Published bars: llguidance avg 64 µs / p99 533 µs per mask; XGrammar p50 9 µs.",
         "`fill_masks` fills K+1 rows, advancing through the drafts and rolling back exactly.",
+        "JSON whitespace is bounded by xgrammar's `{0,16}` repetition (max_whitespace); with "
+        "xgrammar's unbounded default the JSON fill p50 is ~4x lower (measured 66 -> 14 µs on "
+        "16 schemas); the specgate wrapper adds ~2 µs per fill.",
         "",
     ])
     args.output.parent.mkdir(parents=True, exist_ok=True)
