@@ -23,7 +23,8 @@ scheduler's target masks. Only the xgrammar structured-output backend and draft-
 EAGLE-style proposers (`SpecDecodeBaseProposer`) are masked; n-gram drafts stay vLLM's
 (truncated at the first invalid token by the scheduler). `SPECGATE_VLLM_DEBUG=1` asserts
 that no placeholder (-1) or out-of-range id reaches a matcher, the draft model, or the
-scheduler among the drafts. Knows nothing of the gateway.
+scheduler among the drafts (`SPECGATE_VLLM_TRACE=1` with it logs every step's drafts and the
+masker's counters). Knows nothing of the gateway.
 """
 
 from __future__ import annotations
