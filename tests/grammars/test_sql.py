@@ -117,3 +117,14 @@ def test_spider_mask_cost_bound(xgr_compiler, data_dir) -> None:  # type: ignore
         assert matcher.accept_token(token)
     assert matcher.can_stop()
     assert worst < 0.05, worst
+
+
+def test_bounded_ebnf_for_engine_vllm(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
+    """The handle's `grammar` (what engine.vllm recompiles) parses and keeps the bound."""
+    import xgrammar as xgr
+
+    compiled = sql_matcher(xgr_compiler, {"tables": {"singer": ["Name", "Age"]}})
+    text = str(compiled._handle.grammar)
+    assert "{1,8}" in text.replace(" ", "") or "{1, 8}" in text
+    theirs = xgr.Grammar.from_ebnf(text)
+    assert "[ \\t\\n]*" not in str(theirs)
