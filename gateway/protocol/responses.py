@@ -3,7 +3,8 @@
 `usage()` folds per-choice engine statistics into `CompletionUsage` plus the specgate
 extension `usage.speculative = {draft_tokens, accepted_tokens, acceptance_rate, steps}`;
 with a `prediction`, `completion_tokens_details.accepted_prediction_tokens` /
-`rejected_prediction_tokens` come from the speculation figures. Knows nothing of engines
+`rejected_prediction_tokens` count the predicted drafts (grammar-forced drafts excluded)
+that were accepted / rejected. Knows nothing of engines
 beyond the duck-typed `RequestStats` fields it reads.
 """
 
@@ -35,6 +36,8 @@ class StatsLike(Protocol):
     completion_tokens: int
     draft_tokens: int
     accepted_tokens: int
+    forced_draft_tokens: int
+    forced_accepted_tokens: int
     steps: int
 
 
@@ -50,9 +53,11 @@ def usage(
     accepted = sum(s.accepted_tokens for s in stats)
     steps = sum(s.steps for s in stats)
     details: dict[str, int] = {"reasoning_tokens": 0, "audio_tokens": 0}
-    if with_prediction:
-        details["accepted_prediction_tokens"] = accepted
-        details["rejected_prediction_tokens"] = drafted - accepted
+    if with_prediction:  # predicted drafts: all but the grammar-forced ones
+        predicted = drafted - sum(s.forced_draft_tokens for s in stats)
+        predicted_accepted = accepted - sum(s.forced_accepted_tokens for s in stats)
+        details["accepted_prediction_tokens"] = predicted_accepted
+        details["rejected_prediction_tokens"] = predicted - predicted_accepted
     else:
         details["accepted_prediction_tokens"] = 0
         details["rejected_prediction_tokens"] = 0

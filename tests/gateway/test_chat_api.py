@@ -277,8 +277,10 @@ def test_prediction_fills_prediction_usage(http: Any, openapi: Any, model_id: st
     assert predicted["choices"][0]["message"]["content"] == text  # speculation never changes greedy output
     details = predicted["usage"]["completion_tokens_details"]
     assert details["accepted_prediction_tokens"] > 0
-    assert details["accepted_prediction_tokens"] + details["rejected_prediction_tokens"] == \
+    # predicted drafts only: grammar-forced drafts are not prediction tokens
+    assert details["accepted_prediction_tokens"] + details["rejected_prediction_tokens"] <= \
         predicted["usage"]["speculative"]["draft_tokens"]
+    assert details["accepted_prediction_tokens"] <= predicted["usage"]["completion_tokens"]
     assert predicted["usage"]["speculative"]["steps"] < plain["usage"]["speculative"]["steps"]
     assert plain["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] == 0
 

@@ -1,0 +1,22 @@
+"""`usage()`: prediction counts exclude grammar-forced drafts; speculative figures add up."""
+
+from __future__ import annotations
+
+from engine.stats import RequestStats
+from gateway.protocol.responses import usage
+
+
+def test_prediction_usage_excludes_forced_drafts() -> None:
+    stats = RequestStats(prompt_tokens=5)
+    stats.completion_tokens, stats.steps = 12, 4
+    stats.draft_tokens, stats.accepted_tokens = 10, 8
+    stats.forced_draft_tokens, stats.forced_accepted_tokens = 3, 3
+    with_prediction = usage([stats], prompt_tokens=5, with_prediction=True)
+    details = with_prediction["completion_tokens_details"]
+    assert details["accepted_prediction_tokens"] == 5  # 8 accepted - 3 forced
+    assert details["rejected_prediction_tokens"] == 2  # 7 predicted - 5 accepted
+    assert with_prediction["speculative"] == {
+        "draft_tokens": 10, "accepted_tokens": 8, "acceptance_rate": 0.8, "steps": 4,
+    }
+    plain = usage([stats], prompt_tokens=5)["completion_tokens_details"]
+    assert plain["accepted_prediction_tokens"] == plain["rejected_prediction_tokens"] == 0
