@@ -28,20 +28,13 @@ import sys
 import time
 from typing import Any
 
+from benchmarks.common import DATA, RESULTS_DIR, ROOT, SHARED, percentile
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHARED = pathlib.Path(os.environ.get("SPECGATE_SHARED", ROOT.parent / "shared"))
-DATA = SHARED / "data"
-RESULTS = ROOT / "benchmarks" / "results" / "conformance.md"
+RESULTS = RESULTS_DIR / "conformance.md"
 
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def accepts(compiled: Any, text: str) -> bool:
@@ -81,7 +74,7 @@ def suite(compiler: Any, *, quick: bool) -> tuple[list[list[str]], dict[str, flo
         tot_agree += agree_n
         rows.append([path.stem, f"{compiled_n}/{len(groups)}",
                      f"{agree_n}/{tests_n}" + (f" ({100 * agree_n / tests_n:.0f}%)" if tests_n else "")])
-    summary = {"schemas": tot_schemas, "compiled": tot_compiled, "tests": tot_tests,
+    summary: dict[str, float] = {"schemas": tot_schemas, "compiled": tot_compiled, "tests": tot_tests,
                "agree": tot_agree}
     return rows, summary
 

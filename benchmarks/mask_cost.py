@@ -19,19 +19,14 @@ import pathlib
 import time
 from typing import Any
 
+from benchmarks.common import DATA, RESULTS_DIR, SHARED, percentile
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHARED = pathlib.Path(os.environ.get("SPECGATE_SHARED", ROOT.parent / "shared"))
-DATA = SHARED / "data"
-RESULTS = ROOT / "benchmarks" / "results" / "mask_cost.md"
+RESULTS = RESULTS_DIR / "mask_cost.md"
 K = 4
 
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def json_cases(limit: int) -> list[tuple[dict[str, Any], str]]:

@@ -34,10 +34,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.common import DATA
 from benchmarks.suite.bfcl import bfcl_to_openai_tool
 
 WORKLOADS = ("json", "json-noschema", "json-ws1", "tools", "sql", "chat")
-DEFAULT_DATA_DIR = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data"
+DEFAULT_DATA_DIR = DATA
 FLEXIBLE_WHITESPACE = 16
 TIGHT_WHITESPACE = 1
 _JSON_FILES = ("Glaiveai2K.jsonl", "Github_easy.jsonl")
