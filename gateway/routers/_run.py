@@ -1,16 +1,19 @@
 """Shared request plumbing for the generating routers: start the choices, pre-fetch the
 first delta of a stream (so overload / prompt errors still get their HTTP status), map
-engine exceptions, and record per-request metrics. Knows nothing of chat vs. text shapes."""
+engine exceptions, record per-request metrics, and drive an SSE body. Knows nothing of chat
+vs. text shapes."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from engine import GenerationRequest, SamplingOptions, TokenDelta
 from gateway.engine_errors import to_api_error
+from gateway.errors import error_payload
 from gateway.generation import ChoiceResult, ChoiceRun, merged
+from gateway.sse import DONE, sse
 from gateway.state import GatewayState
 
 
@@ -80,3 +83,48 @@ def record(state: GatewayState, *, endpoint: str, results: list[ChoiceResult], p
             metrics.ttft.labels(endpoint=endpoint).observe(res.first_token_s)
     metrics.prompt_tokens.inc(prompt_tokens)
     metrics.latency.labels(endpoint=endpoint).observe(time.perf_counter() - started)
+
+
+async def stream_sse(
+    state: GatewayState,
+    *,
+    runs: list[ChoiceRun],
+    stream: AsyncIterator[tuple[int, TokenDelta]],
+    first: tuple[int, TokenDelta] | None,
+    endpoint: str,
+    prompt_tokens: int,
+    started: float,
+    prompt_param: str,
+    head: list[str],
+    on_delta: Callable[[int, TokenDelta], list[str]],
+    usage_chunk: Callable[[list[ChoiceResult]], str] | None,
+) -> AsyncIterator[str]:
+    """The SSE body of a streamed generation: `head` events, then `on_delta`'s events for
+    every delta, then (if asked) the usage chunk and `[DONE]`. An error after the 200 header
+    is reported in-band in OpenAI's error envelope; an early exit (client gone) counts the
+    unfinished choices as aborted; the merged stream is always closed (cancelling them)."""
+    finished = False
+    try:
+        for line in head:
+            yield line
+        if first is not None:
+            for line in on_delta(*first):
+                yield line
+            async for index, delta in stream:
+                for line in on_delta(index, delta):
+                    yield line
+        finished = True
+        results = [run.result for run in runs]
+        record(state, endpoint=endpoint, results=results, prompt_tokens=prompt_tokens, started=started)
+        if usage_chunk is not None:
+            yield usage_chunk(results)
+        yield DONE
+    except Exception as exc:
+        mapped = to_api_error(exc, retry_after_s=state.settings.retry_after_s, prompt_param=prompt_param)
+        yield sse(mapped.payload() if mapped else error_payload(f"Internal error: {exc}", type="server_error"))
+        yield DONE
+    finally:
+        if not finished:
+            state.metrics.aborted.inc(sum(1 for r in runs if not r.finished))
+        state.metrics.in_flight.dec(len(runs))
+        await stream.aclose()  # type: ignore[attr-defined]

@@ -14,16 +14,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine import TokenDelta
-from gateway.engine_errors import to_api_error
-from gateway.errors import error_payload
 from gateway.generation import ChoiceResult, collect
 from gateway.limits import check_unsupported, sampling_for_choices
 from gateway.prompting import encode_text, render_chat
 from gateway.protocol import responses as R
 from gateway.protocol.chat import ChatCompletionRequest
-from gateway.routers._run import open_stream, raise_mapped, record, start_runs
+from gateway.routers._run import open_stream, raise_mapped, record, start_runs, stream_sse
 from gateway.security import require_api_key
-from gateway.sse import DONE, SSE_HEADERS, sse
+from gateway.sse import SSE_HEADERS, sse
 from gateway.state import GatewayState, get_state
 from gateway.structured import compile_for_request
 from gateway.tool_stream import ToolCallStream
@@ -154,33 +152,17 @@ async def _stream_chat(
             out.append(chunk(index, {}, _finish_reason(delta.finish_reason, has_calls)))
         return out
 
-    finished = False
-    try:
-        for run in runs:
-            yield chunk(run.index, {"role": "assistant", "content": "", "refusal": None})
-        if first is not None:
-            for line in on_delta(*first):
-                yield line
-            async for index, delta in stream:
-                for line in on_delta(index, delta):
-                    yield line
-        finished = True
-        results = [run.result for run in runs]
-        record(state, endpoint=ENDPOINT, results=results, prompt_tokens=prompt_tokens, started=started)
-        if include_usage:
-            usage = R.usage(
-                [r.stats for r in results if r.stats], prompt_tokens=prompt_tokens,
-                with_prediction=body.prediction is not None,
-            )
-            yield sse(R.chat_chunk(request_id=request_id, created=created, model=state.model_id, choices=[], usage=usage))
-        yield DONE
-    except Exception as exc:  # after the 200 header: report in-band, then end the stream
-        mapped = to_api_error(exc, retry_after_s=state.settings.retry_after_s, prompt_param="messages")
-        payload = mapped.payload() if mapped else error_payload(f"Internal error: {exc}", type="server_error")
-        yield sse(payload)
-        yield DONE
-    finally:
-        if not finished:
-            state.metrics.aborted.inc(sum(1 for r in runs if not r.finished))
-        state.metrics.in_flight.dec(len(runs))
-        await stream.aclose()  # type: ignore[attr-defined]
+    def usage_chunk(results: list[ChoiceResult]) -> str:
+        usage = R.usage(
+            [r.stats for r in results if r.stats], prompt_tokens=prompt_tokens,
+            with_prediction=body.prediction is not None,
+        )
+        return sse(R.chat_chunk(request_id=request_id, created=created, model=state.model_id, choices=[], usage=usage))
+
+    async for line in stream_sse(
+        state, runs=runs, stream=stream, first=first, endpoint=ENDPOINT,
+        prompt_tokens=prompt_tokens, started=started, prompt_param="messages",
+        head=[chunk(run.index, {"role": "assistant", "content": "", "refusal": None}) for run in runs],
+        on_delta=on_delta, usage_chunk=usage_chunk if include_usage else None,
+    ):
+        yield line

@@ -13,16 +13,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine import TokenDelta
-from gateway.engine_errors import to_api_error
-from gateway.errors import error_payload
-from gateway.generation import ChoiceRun, collect
+from gateway.generation import ChoiceResult, ChoiceRun, collect
 from gateway.limits import check_unsupported, sampling_for_choices
 from gateway.prompting import check_token_ids, encode_text
 from gateway.protocol import responses as R
 from gateway.protocol.completions import CompletionRequest
-from gateway.routers._run import open_stream, raise_mapped, record, start_runs
+from gateway.routers._run import open_stream, raise_mapped, record, start_runs, stream_sse
 from gateway.security import require_api_key
-from gateway.sse import DONE, SSE_HEADERS, sse
+from gateway.sse import SSE_HEADERS, sse
 from gateway.state import GatewayState, get_state
 from gateway.structured import compile_for_request
 
@@ -106,26 +104,15 @@ async def _stream_completion(
             usage=None,
         ))
 
-    finished = False
-    try:
-        if first is not None:
-            yield chunk(*first)
-            async for index, delta in stream:
-                yield chunk(index, delta)
-        finished = True
-        results = [run.result for run in runs]
-        record(state, endpoint=ENDPOINT, results=results, prompt_tokens=prompt_tokens, started=started)
-        if include_usage:
-            usage = R.usage([r.stats for r in results if r.stats], prompt_tokens=prompt_tokens)
-            yield sse(R.text_completion(request_id=request_id, created=created, model=state.model_id,
-                                        choices=[], usage=usage))
-        yield DONE
-    except Exception as exc:
-        mapped = to_api_error(exc, retry_after_s=state.settings.retry_after_s, prompt_param="prompt")
-        yield sse(mapped.payload() if mapped else error_payload(f"Internal error: {exc}", type="server_error"))
-        yield DONE
-    finally:
-        if not finished:
-            state.metrics.aborted.inc(sum(1 for r in runs if not r.finished))
-        state.metrics.in_flight.dec(len(runs))
-        await stream.aclose()  # type: ignore[attr-defined]
+    def usage_chunk(results: list[ChoiceResult]) -> str:
+        usage = R.usage([r.stats for r in results if r.stats], prompt_tokens=prompt_tokens)
+        return sse(R.text_completion(request_id=request_id, created=created, model=state.model_id,
+                                     choices=[], usage=usage))
+
+    async for line in stream_sse(
+        state, runs=runs, stream=stream, first=first, endpoint=ENDPOINT,
+        prompt_tokens=prompt_tokens, started=started, prompt_param="prompt",
+        head=[], on_delta=lambda index, delta: [chunk(index, delta)],
+        usage_chunk=usage_chunk if include_usage else None,
+    ):
+        yield line
