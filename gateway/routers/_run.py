@@ -5,6 +5,7 @@ vs. text shapes."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from engine import GenerationRequest, SamplingOptions, TokenDelta
 from gateway.engine_errors import to_api_error
 from gateway.errors import error_payload
-from gateway.generation import ChoiceResult, ChoiceRun, merged
+from gateway.generation import ChoiceResult, ChoiceRun, collect, merged
 from gateway.sse import DONE, sse
 from gateway.state import GatewayState
 
@@ -128,3 +129,29 @@ async def stream_sse(
             state.metrics.aborted.inc(sum(1 for r in runs if not r.finished))
         state.metrics.in_flight.dec(len(runs))
         await stream.aclose()  # type: ignore[attr-defined]
+
+
+async def collect_results(
+    state: GatewayState,
+    *,
+    runs: list[ChoiceRun],
+    is_disconnected: Callable[[], Any],
+    endpoint: str,
+    prompt_tokens: int,
+    started: float,
+    prompt_param: str,
+) -> list[ChoiceResult]:
+    """Run every choice to completion (a non-streamed request), map engine errors to HTTP
+    errors, count a cancelled request as aborted, and record the request's metrics."""
+    try:
+        results = await collect(runs, is_disconnected=is_disconnected)
+    except asyncio.CancelledError:
+        state.metrics.aborted.inc(len(runs))
+        raise
+    except Exception as exc:
+        raise_mapped(exc, state, prompt_param=prompt_param)
+        raise
+    finally:
+        state.metrics.in_flight.dec(len(runs))
+    record(state, endpoint=endpoint, results=results, prompt_tokens=prompt_tokens, started=started)
+    return results

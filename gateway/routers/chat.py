@@ -5,7 +5,6 @@ disconnects cancels its generations. Knows nothing of how tokens are produced.""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,12 +13,17 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine import TokenDelta
-from gateway.generation import ChoiceResult, collect
+from gateway.generation import ChoiceResult
 from gateway.limits import check_unsupported, sampling_for_choices
 from gateway.prompting import encode_text, render_chat
 from gateway.protocol import responses as R
 from gateway.protocol.chat import ChatCompletionRequest
-from gateway.routers._run import open_stream, raise_mapped, record, start_runs, stream_sse
+from gateway.routers._run import (
+    collect_results,
+    open_stream,
+    start_runs,
+    stream_sse,
+)
 from gateway.security import require_api_key
 from gateway.sse import SSE_HEADERS, sse
 from gateway.state import GatewayState, get_state
@@ -72,17 +76,10 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
             prompt_tokens=len(prompt_ids), started=started,
         )
         return StreamingResponse(gen, media_type="text/event-stream", headers=SSE_HEADERS)
-    try:
-        results = await collect(runs, is_disconnected=request.is_disconnected)
-    except asyncio.CancelledError:
-        state.metrics.aborted.inc(len(runs))
-        raise
-    except Exception as exc:
-        raise_mapped(exc, state, prompt_param="messages")
-        raise
-    finally:
-        state.metrics.in_flight.dec(len(runs))
-    record(state, endpoint=ENDPOINT, results=results, prompt_tokens=len(prompt_ids), started=started)
+    results = await collect_results(
+        state, runs=runs, is_disconnected=request.is_disconnected, endpoint=ENDPOINT,
+        prompt_tokens=len(prompt_ids), started=started, prompt_param="messages",
+    )
     choices = [_final_choice(body, res) for res in results]
     usage = R.usage([r.stats for r in results if r.stats], prompt_tokens=len(prompt_ids), with_prediction=prediction is not None)
     return JSONResponse(
