@@ -1,18 +1,19 @@
-"""The `hf-assisted` peer: HF transformers assisted generation with xgrammar's HF processor.
+"""The `hf-assisted` peer: HF transformers assisted generation under an xgrammar grammar.
 
 `run_hf_assisted(runner, workload, case, k=, temperature=, max_tokens=, seed=)` calls
-`target.generate(input_ids, assistant_model=draft, logits_processor=[LogitsProcessor(g)])`
-with `xgrammar.contrib.hf.LogitsProcessor` (xgrammar 0.2.8) built on the SAME compiled
-grammar specgate uses, a constant K (`num_assistant_tokens_schedule="constant"`,
-`assistant_confidence_threshold=0`), greedy at T=0 else multinomial sampling.
+`target.generate(input_ids, assistant_model=draft, logits_processor=[processor])` where the
+processor is `benchmarks.suite.hf_processor.PrefixGrammarProcessor` on xgrammar's
+`GrammarMatcher` and the SAME compiled grammar specgate uses (xgrammar's own
+`contrib.hf.LogitsProcessor` cannot follow assisted generation; hf_processor says why), a
+constant K (`num_assistant_tokens_schedule="constant"`, `assistant_confidence_threshold=0`),
+greedy at T=0 else HF's speculative sampling. HF runs one processor list on the assistant
+and on the target, so its draft is masked too (q and p masked alike, like `specgate`).
 
 HF does not report acceptance, so it is derived from forward counts (hooks on both models):
 verify steps = target forwards, drafted = draft forwards (one candidate token each),
 accepted = emitted − steps. The time split and mask share are not measurable (None).
-The xgrammar processor is stateful (it advances its matcher on every call and never rolls
-back) and HF applies one processor list to the candidates of both models, so under
-speculation it may raise or emit text its grammar refuses; either outcome is recorded
-(error / validity), never hidden. Knows nothing about aggregation or output files.
+A failure of the peer is recorded (error / validity), never hidden. Knows nothing about
+aggregation or output files.
 """
 
 from __future__ import annotations
@@ -56,11 +57,13 @@ def run_hf_assisted(
         if grammar is not None:
             if grammar.backend != "xgrammar":
                 raise ValueError(f"hf-assisted needs the xgrammar backend, got {grammar.backend!r}")
-            from xgrammar.contrib.hf import LogitsProcessor
+            from benchmarks.suite.hf_processor import PrefixGrammarProcessor
 
             handle = grammar._handle  # specgate's SQL grammar wraps xgrammar's with a whitespace cap:
-            processors.append(LogitsProcessor(getattr(handle, "compiled", handle)))  # HF gets the bare one
+            compiled = getattr(handle, "compiled", handle)  # HF gets the bare xgrammar grammar
         ids = torch.tensor([runner.prompt_ids(case)], dtype=torch.long)
+        if grammar is not None:
+            processors.append(PrefixGrammarProcessor(compiled, prompt_len=ids.shape[1]))
         target_calls, hook = _count_forwards(runner.target_model)
         hooks.append(hook)
         draft_calls, hook = _count_forwards(runner.draft_model)
