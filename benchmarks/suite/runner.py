@@ -7,7 +7,10 @@ aggregates (benchmarks.suite.metrics), writes the JSON to `settings.out`, the PN
 the markdown table next to it (`<stem>.md`, or `bench.md` when `md_out` says so), and
 returns the document. Configurations run side by side in the same process on the same
 models, interleaved per case, so machine noise spreads over all of them. The same seed per
-case gives every configuration the same sampling stream start.
+case gives every configuration the same sampling stream start. A cell the sweeps repeat
+exactly (same workload, case, configuration, effective K, temperature and seed: `no-spec` at
+any K, the sweep points at the main (K, T)) is measured once and its record reused (the JSON's `requests` then lists it once per place
+it is used, main matrix first, then the K sweep, then the temperature sweep).
 
 Main matrix: every configuration on `workloads`; the mask-sensitivity variants
 (`json-noschema`, `json-ws1`) only with `variant_configs`. The vLLM configurations start one
@@ -79,11 +82,14 @@ def quick_settings(**overrides: Any) -> BenchSettings:
 
 
 def full_settings(**overrides: Any) -> BenchSettings:
+    """Every configuration incl. `forced-only`, 4 prompts per workload (all of them on vLLM too),
+    max_tokens 96, the mask-sensitivity variants on the torch + HF configurations, K = 1..8 and
+    T 0/0.7/1.0 on 2 prompts (~50 min on 2 cores). Larger runs: raise `--cases`/`--max-tokens`."""
     base = BenchSettings(
         quick=False, workloads=("json", "tools", "sql", "chat"), configs=CONFIGS,
         temperature_sweep_configs=("no-spec", "spec-unmasked-draft", "spec-raw-q", "specgate"),
-        variant_configs=tuple(c for c in CONFIGS if c not in VLLM_CONFIGS),
-        num_cases=8, max_tokens=128, k_sweep=tuple(range(1, 9)), sweep_cases=4, vllm_cases=None,
+        variant_configs=("no-spec", "spec-unmasked-draft", "spec-raw-q", "specgate", "hf-assisted"),
+        num_cases=4, max_tokens=96, k_sweep=tuple(range(1, 9)), sweep_cases=2, vllm_cases=None,
         k_sweep_configs=("spec-unmasked-draft", "specgate", "ngram"),
         out="benchmarks/results/bench.json",
     )
@@ -115,6 +121,7 @@ class Bench:
             f"in {time.perf_counter() - start:.1f}s")
         self.runner = TorchRunner(target_model=target, draft_model=draft, tokenizer=tokenizer)
         self._workloads: dict[tuple[str, int], Workload] = {}
+        self._measured: dict[tuple[Any, ...], RequestRecord] = {}
 
     def _all_torch_configs(self) -> set[str]:
         s = self.settings
@@ -135,6 +142,11 @@ class Bench:
         records: list[RequestRecord] = []
         for index, case in enumerate(workload.cases):
             for config in configs:
+                effective_k = k if config not in TORCH_CONFIGS or TORCH_CONFIGS[config].speculates else 0
+                key = (workload.name, case.case_id, config, effective_k, temperature, s.seed + index)
+                if key in self._measured:
+                    records.append(self._measured[key])
+                    continue
                 if config in TORCH_CONFIGS:
                     record = self.runner.run(workload, case, config, k=k, temperature=temperature,
                                              max_tokens=s.max_tokens, seed=s.seed + index)
@@ -143,6 +155,7 @@ class Bench:
                                              max_tokens=s.max_tokens, seed=s.seed + index)
                 else:
                     continue
+                self._measured[key] = record
                 records.append(record)
                 self.log(f"  {workload.name:13} {config:20} K={record.k} T={temperature} {case.case_id[:40]:40} "
                          f"tokens={record.completion_tokens} steps={record.steps} "

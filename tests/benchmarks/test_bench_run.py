@@ -140,3 +140,17 @@ def test_vllm_rows_one_call_per_config_and_mapping(monkeypatch: pytest.MonkeyPat
     assert [r.workload for r in records] == ["json", "json", "sql"]
     assert all(r.timing == "e2e" and r.accepted_tokens == 4 and r.decode_time_s == 2.0 for r in records)
     assert [r.valid for r in records] == [False, False, False]  # '{"x": 1}' fits neither schema nor SQL
+
+
+def test_sweep_points_equal_to_main_cells_are_measured_once(bench_doc: tuple[dict[str, Any], pathlib.Path]) -> None:
+    document, _ = bench_doc
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["workload"], r["case_id"], r["config"], r["k"], r["temperature"])
+    main = {key(r): r for r in document["requests"][:sum(row["requests"] for row in document["results"])]}
+    t_sweep = [r for r in document["requests"] if r["temperature"] == 0.0 and r["config"] == "specgate"
+               and r["k"] == 4 and r["workload"] == "json"]
+    assert len(t_sweep) == 2  # once in the main matrix, once as the T=0 sweep point
+    assert t_sweep[0] == t_sweep[1] == main[key(t_sweep[0])]
+    no_spec = [r for r in document["requests"]
+               if r["config"] == "no-spec" and r["workload"] == "json" and r["temperature"] == 0.0]
+    assert len(no_spec) == 3 and len({r["latency_s"] for r in no_spec}) == 1  # main, K sweep, T=0 sweep: one measurement
