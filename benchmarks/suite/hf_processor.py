@@ -23,7 +23,7 @@ Knows nothing about models, prompts or the bench.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 import transformers
@@ -64,4 +64,4 @@ class PrefixGrammarProcessor(transformers.LogitsProcessor):
         self.matcher.fill_next_token_bitmask(self.bitmask, 0)
         masked = scores.to("cpu", copy=True)
         self._xgr.apply_token_bitmask_inplace(masked, self.bitmask)
-        return masked.to(scores.device)
+        return cast(torch.FloatTensor, masked.to(scores.device))

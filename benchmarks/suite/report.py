@@ -47,6 +47,17 @@ def _fmt(value: Any, spec: str = ".2f") -> str:
     return str(value)
 
 
+def _vllm_scope(settings: dict[str, Any]) -> str:
+    cases = settings.get("vllm_cases") or settings.get("num_cases")
+    scope = ", ".join(settings.get("vllm_workloads") or settings.get("workloads") or [])
+    return f"vLLM rows: {cases} request(s) per workload on {scope}."
+
+
+def _wall(document: dict[str, Any]) -> str:
+    wall = document.get("wall_s")
+    return f" Whole run: {wall / 60:.1f} min." if isinstance(wall, (int, float)) else ""
+
+
 def markdown(document: dict[str, Any]) -> str:
     settings = document.get("settings", {})
     lines = [
@@ -56,7 +67,7 @@ def markdown(document: dict[str, Any]) -> str:
         f"K={settings.get('k')}, T={settings.get('temperature')}, {settings.get('num_cases')} requests per cell, "
         f"max_tokens={settings.get('max_tokens')}, machine: {document.get('machine', {}).get('cpu_count')} CPUs "
         f"(torch threads {document.get('machine', {}).get('torch_threads')}). Mode: "
-        f"{'quick' if settings.get('quick') else 'full'}.",
+        f"{'quick' if settings.get('quick') else 'full'}. " + _vllm_scope(settings) + _wall(document),
         "",
         "tok/s: decode tokens per second (prefill step excluded); speedup: over `no-spec` on the same "
         "workload, measured in this run; pred.: measured ÷ predicted by `sampler.expected_speedup` from "

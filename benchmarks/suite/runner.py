@@ -14,8 +14,8 @@ it is used, main matrix first, then the K sweep, then the temperature sweep).
 
 Main matrix: every configuration on `workloads`; the mask-sensitivity variants
 (`json-noschema`, `json-ws1`) only with `variant_configs`. The vLLM configurations start one
-engine each (40-65 s on CPU) and run the first `vllm_cases` cases of every main workload in
-one go. Knows nothing about argv.
+engine each (40-65 s on CPU) and run the first `vllm_cases` cases of the main workloads
+named in `vllm_workloads` (all when None) in one go. Knows nothing about argv.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ class BenchSettings:
     configs: tuple[str, ...] = tuple(c for c in CONFIGS if c != "forced-only")
     variant_workloads: tuple[str, ...] = VARIANT_WORKLOADS
     variant_configs: tuple[str, ...] = ("no-spec", "spec-unmasked-draft", "specgate")
-    num_cases: int = 2
-    max_tokens: int = 48
+    num_cases: int = 1
+    max_tokens: int = 40
     k: int = 4
     temperature: float = 0.0
     sweep_workload: str = "json"
@@ -54,6 +54,7 @@ class BenchSettings:
     temperature_sweep_configs: tuple[str, ...] = ("no-spec", "spec-raw-q", "specgate")
     sweep_cases: int = 1
     vllm_cases: int | None = 1  # cases per workload for the vLLM configurations (None: num_cases)
+    vllm_workloads: tuple[str, ...] | None = ("json", "tools")  # main workloads run on vLLM (None: all)
     seed: int = 0
     data_dir: str | None = None
     num_threads: int | None = None
@@ -65,7 +66,7 @@ class BenchSettings:
         check_configs(self.variant_configs)
         check_configs(self.k_sweep_configs)
         check_configs(self.temperature_sweep_configs)
-        for name in (*self.workloads, *self.variant_workloads, self.sweep_workload):
+        for name in (*self.workloads, *self.variant_workloads, self.sweep_workload, *(self.vllm_workloads or ())):
             if name not in WORKLOADS:
                 raise ValueError(f"unknown workload {name!r}; expected one of {', '.join(WORKLOADS)}")
         if self.num_cases < 1 or self.sweep_cases < 0 or self.max_tokens < 1 or self.k < 1:
@@ -75,9 +76,9 @@ class BenchSettings:
 
 
 def quick_settings(**overrides: Any) -> BenchSettings:
-    """Every required configuration (not the extra `forced-only`), 2 prompts, max_tokens 48,
-    1 prompt per workload for the vLLM configurations, reduced sweeps: K 1/4/8 and T 0/0.7/1.0
-    on one prompt (torch + HF part: ~8.5 min on 2 cores; the vLLM part adds 3 engine starts)."""
+    """Every required configuration (not the extra `forced-only`), 1 prompt per workload,
+    max_tokens 40, the vLLM configurations on json and tools only, reduced sweeps: K 1/4/8 and
+    T 0/0.7/1.0 on one prompt (~8.5 min on 2 quiet cores, 3 of them the vLLM engine starts)."""
     return replace(BenchSettings(), **overrides)
 
 
@@ -90,6 +91,7 @@ def full_settings(**overrides: Any) -> BenchSettings:
         temperature_sweep_configs=("no-spec", "spec-unmasked-draft", "spec-raw-q", "specgate"),
         variant_configs=("no-spec", "spec-unmasked-draft", "spec-raw-q", "specgate", "hf-assisted"),
         num_cases=4, max_tokens=96, k_sweep=tuple(range(1, 9)), sweep_cases=2, vllm_cases=None,
+        vllm_workloads=None,
         k_sweep_configs=("spec-unmasked-draft", "specgate", "ngram"),
         out="benchmarks/results/bench.json",
     )
@@ -193,7 +195,8 @@ def run_bench(settings: BenchSettings, *, log: Log = print) -> dict[str, Any]:
     for name in s.workloads:
         log(f"workload {name}")
         main_records += bench.run_cells(bench.workload(name, s.num_cases), s.configs, k=s.k, temperature=s.temperature)
-    main_records += bench.run_vllm([bench.workload(name, s.num_cases) for name in s.workloads], k=s.k,
+    on_vllm = [name for name in s.workloads if s.vllm_workloads is None or name in s.vllm_workloads]
+    main_records += bench.run_vllm([bench.workload(name, s.num_cases) for name in on_vllm], k=s.k,
                                    temperature=s.temperature)
     for name in s.variant_workloads:
         log(f"workload {name}")

@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None:
             overrides[key] = value
-    for name, key in (("workloads", "workloads"), ("configs", "configs"), ("variant_workloads", "variant_workloads")):
+    for name, key in (("workloads", "workloads"), ("configs", "configs"), ("variant_workloads", "variant_workloads"),
+                      ("vllm_workloads", "vllm_workloads")):
         value = getattr(args, name)
         if value is not None:
             overrides[key] = _csv(value)
@@ -64,6 +65,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--cases", type=int, default=None, help="requests per workload")
     p.add_argument("--sweep-cases", type=int, default=None, help="requests per sweep point (0: no sweeps)")
     p.add_argument("--vllm-cases", type=int, default=None, help="requests per workload for the vLLM configurations")
+    p.add_argument("--vllm-workloads", default=None,
+                   help="comma-separated main workloads the vLLM configurations run (quick: json,tools)")
     p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("-k", type=int, default=None, help="draft tokens per step for the main matrix")
     p.add_argument("--temperature", type=float, default=None)
