@@ -18,7 +18,9 @@ Row fields (None where the runner could not measure them):
   no-spec step time; `speedup_vs_predicted` = speedup / predicted_speedup. The model assumes
   i.i.d. acceptance and full K-token proposals: a ratio below 1 says proposals were cut short
   (n-gram misses, strays, grammar end) or acceptances cluster;
-- `validity` = share of requests whose output the independent oracle accepts;
+- `validity` = share of requests that stopped on their own (not cut at max_tokens) and whose
+  output the independent oracle accepts (a cut-off SQL query can still parse; it is not an
+  answer); `valid_if_stopped` = the same share among the requests that stopped;
 - `mask_share` = verify-side mask time / total step time (masks filled inside the drafter
   count as draft time);
 - `forced_share` = grammar-forced accepted drafts / all accepted drafts; `stray_rate` =
@@ -65,6 +67,7 @@ def summarize(records: list[RequestRecord]) -> dict[str, Any]:
     """One row (without the baseline-relative fields) from the records of one cell."""
     first = records[0]
     ok = [r for r in records if r.error is None]
+    stopped = [r for r in ok if r.finish_reason == "stop"]
     errors = [r.error for r in records if r.error is not None]
     row: dict[str, Any] = {
         "workload": first.workload, "config": first.config, "k": first.k, "temperature": first.temperature,
@@ -100,8 +103,9 @@ def summarize(records: list[RequestRecord]) -> dict[str, Any]:
         "decode_step_s": _ratio(decode_time, decode_steps),
         "decode_draft_step_s": _ratio(_sum(ok, "decode_draft_s"), decode_steps),
         "decode_verify_step_s": _ratio(_sum(ok, "decode_verify_s"), decode_steps),
-        "validity": sum(1 for r in ok if r.valid) / len(ok),
-        "stopped": sum(1 for r in ok if r.finish_reason == "stop") / len(ok),
+        "validity": sum(1 for r in stopped if r.valid) / len(ok),
+        "valid_if_stopped": sum(1 for r in stopped if r.valid) / len(stopped) if stopped else None,
+        "stopped": len(stopped) / len(ok),
         "mask_share": _ratio(_sum(ok, "time_mask_s"), step_time) if total_time is not None else None,
         "forced_share": _ratio(forced_accepted, accepted) if accepted else None,
         "forced_draft_tokens": None if _sum(ok, "forced_draft_tokens") is None

@@ -111,9 +111,9 @@ def markdown(document: dict[str, Any]) -> str:
         lines.append("")
     lines += [
         "Columns: accept = accepted ÷ drafted (a refused draft cut before verification counts as drafted and "
-        "rejected); tok/step = tokens per target forward; valid = share of outputs the independent oracle "
-        "accepts (jsonschema / tool parameters / sqlite3); stopped = share that ended before max_tokens "
-        "(a cut-off output is invalid); tok/s* = end to end, prefill included (vLLM rows; their "
+        "rejected); tok/step = tokens per target forward; valid = share of requests that stopped before "
+        "max_tokens with an output the independent oracle accepts (jsonschema / tool parameters / sqlite3; "
+        "a cut-off output is invalid); stopped = share that ended before max_tokens; tok/s* = end to end, prefill included (vLLM rows; their "
         "speedup compares end-to-end tokens/s with no-spec's); forced = share of "
         "accepted drafts that were grammar-forced (free); strays/step = proposals an unmasked draft "
         "model cut or ended at a grammar-refused token, per step; errors show in place of a row.",

@@ -11,14 +11,15 @@ from sampler import expected_speedup
 
 
 def _record(config: str, *, k: int, tokens: int, steps: int, drafted: int | None, accepted: int | None,
-            decode_time: float, draft_time: float, latency: float, valid: bool = True) -> RequestRecord:
+            decode_time: float, draft_time: float, latency: float, valid: bool = True,
+            finish_reason: str = "stop") -> RequestRecord:
     return RequestRecord(
         "json", config, f"c{latency}", k, 0.0, completion_tokens=tokens, steps=steps, draft_tokens=drafted,
         accepted_tokens=accepted, forced_draft_tokens=0, forced_accepted_tokens=0, draft_forwards=0,
         draft_strays=0, strays_early=0, time_draft_s=draft_time, time_target_s=decode_time - draft_time,
         time_mask_s=0.0, time_sampler_s=0.0, decode_tokens=tokens - 1, decode_steps=steps - 1,
         decode_time_s=decode_time, decode_draft_s=draft_time, decode_verify_s=decode_time - draft_time,
-        latency_s=latency, valid=valid,
+        latency_s=latency, valid=valid, finish_reason=finish_reason,
     )
 
 
@@ -49,3 +50,13 @@ def test_speedup_and_prediction() -> None:
     assert s["validity"] == 0.0
     assert rows["hf-assisted"]["errors"] == 1 and rows["hf-assisted"]["error"].startswith("AssertionError")
     assert "tokens_per_second" not in rows["hf-assisted"]
+
+
+def test_an_output_cut_at_max_tokens_is_not_valid() -> None:
+    common = dict(k=4, tokens=8, steps=3, drafted=8, accepted=5, decode_time=0.5, draft_time=0.1)
+    records = [_record("specgate", latency=1.0, **common), _record("specgate", latency=2.0, **common, valid=False),
+               _record("specgate", latency=3.0, **common, finish_reason="length")]  # oracle says yes, but cut
+    (row,) = aggregate(records)
+    assert row["stopped"] == pytest.approx(2 / 3)
+    assert row["validity"] == pytest.approx(1 / 3)
+    assert row["valid_if_stopped"] == pytest.approx(1 / 2)
