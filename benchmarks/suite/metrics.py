@@ -25,6 +25,9 @@ Row fields (None where the runner could not measure them):
   count as draft time);
 - `forced_share` = grammar-forced accepted drafts / all accepted drafts; `stray_rate` =
   strays per step; `strays_early_share` = strays within the first EARLY_TOKENS tokens / strays;
+- `greedy_match` (T=0 only) = share of requests whose output text equals `no-spec`'s on the
+  same case: speculation is exact, so anything below 1 is numerics (bf16 logits depend on
+  how many positions a forward verifies; near-ties then flip) or an engine bug to look at;
 - `latency_p50_s` / `latency_p99_s` over requests (prefill included);
 - `errors` (count) and `error` (the first message).
 Knows nothing about models or files.
@@ -150,10 +153,23 @@ def add_relative(rows: list[dict[str, Any]]) -> None:
         row["speedup_vs_predicted"] = row["speedup"] / row["predicted_speedup"]
 
 
+def greedy_match(cell: list[RequestRecord], baseline_texts: dict[tuple[str, str], str]) -> float | None:
+    """Share of a T=0 cell's requests whose output equals `no-spec`'s on the same case."""
+    pairs = [(r.text, baseline_texts[(r.workload, r.case_id)]) for r in cell
+             if r.error is None and r.temperature == 0 and (r.workload, r.case_id) in baseline_texts]
+    return sum(ours == theirs for ours, theirs in pairs) / len(pairs) if pairs else None
+
+
 def aggregate(records: list[RequestRecord]) -> list[dict[str, Any]]:
     cells: dict[tuple[str, str, int, float], list[RequestRecord]] = defaultdict(list)
     for record in records:
         cells[(record.workload, record.config, record.k, record.temperature)].append(record)
-    rows = [summarize(cell) for cell in cells.values()]
+    baseline_texts = {(r.workload, r.case_id): r.text for r in records
+                      if r.config == BASELINE and r.temperature == 0 and r.error is None}
+    rows = []
+    for cell in cells.values():
+        row = summarize(cell)
+        row["greedy_match"] = greedy_match(cell, baseline_texts) if cell[0].config != BASELINE else None
+        rows.append(row)
     add_relative(rows)
     return rows

@@ -78,9 +78,9 @@ def markdown(document: dict[str, Any]) -> str:
     for workload in dict.fromkeys(row["workload"] for row in rows):
         lines += [
             f"## {workload}", "",
-            "| config | accept | tok/step | tok/s | speedup | ÷pred. | valid | stopped | mask | forced "
-            "| strays/step | p50 s | p99 s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| config | accept | tok/step | tok/s | speedup | ÷pred. | valid | stopped | = no-spec | mask "
+            "| forced | strays/step | p50 s | p99 s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in rows:
             if row["workload"] != workload:
@@ -88,14 +88,14 @@ def markdown(document: dict[str, Any]) -> str:
             if row.get("tokens_per_second") is None and row.get("error"):
                 error = str(row.get("error"))
                 shown = "unavailable (see below)" if error.startswith("unavailable:") else error[:160]
-                lines.append(f"| {row['config']} | {shown.replace('|', '/')} " + "| " * 11 + "|")
+                lines.append(f"| {row['config']} | {shown.replace('|', '/')} " + "| " * 12 + "|")
                 continue
             lines.append(
                 f"| {row['config']} | {_fmt(row.get('acceptance_rate'))} | {_fmt(row.get('mean_accepted_length'))} "
                 f"| {_fmt(row.get('tokens_per_second'))}{'*' if row.get('timing') == 'e2e' else ''} "
                 f"| {_fmt(row.get('speedup'))} "
                 f"| {_fmt(row.get('speedup_vs_predicted'))} | {_fmt(row.get('validity'))} | {_fmt(row.get('stopped'))} "
-                f"| {_fmt(row.get('mask_share'), '.3f')} | {_fmt(row.get('forced_share'))} "
+                f"| {_fmt(row.get('greedy_match'))} | {_fmt(row.get('mask_share'), '.3f')} | {_fmt(row.get('forced_share'))} "
                 f"| {_fmt(row.get('stray_rate'), '.3f')} | {_fmt(row.get('latency_p50_s'), '.1f')} "
                 f"| {_fmt(row.get('latency_p99_s'), '.1f')} |"
             )
@@ -113,7 +113,9 @@ def markdown(document: dict[str, Any]) -> str:
         "Columns: accept = accepted ÷ drafted (a refused draft cut before verification counts as drafted and "
         "rejected); tok/step = tokens per target forward; valid = share of requests that stopped before "
         "max_tokens with an output the independent oracle accepts (jsonschema / tool parameters / sqlite3; "
-        "a cut-off output is invalid); stopped = share that ended before max_tokens; tok/s* = end to end, prefill included (vLLM rows; their "
+        "a cut-off output is invalid); stopped = share that ended before max_tokens; = no-spec = share of "
+        "outputs identical to no-spec's on the same case (T=0; speculation is exact, so a miss is bf16 "
+        "numerics: the target's logits depend on how many positions one forward verifies); tok/s* = end to end, prefill included (vLLM rows; their "
         "speedup compares end-to-end tokens/s with no-spec's); forced = share of "
         "accepted drafts that were grammar-forced (free); strays/step = proposals an unmasked draft "
         "model cut or ended at a grammar-refused token, per step; errors show in place of a row.",

@@ -9,8 +9,9 @@ returns the document. Configurations run side by side in the same process on the
 models, interleaved per case, so machine noise spreads over all of them. The same seed per
 case gives every configuration the same sampling stream start. A cell the sweeps repeat
 exactly (same workload, case, configuration, effective K, temperature and seed: `no-spec` at
-any K, the sweep points at the main (K, T)) is measured once and its record reused (the JSON's `requests` then lists it once per place
-it is used, main matrix first, then the K sweep, then the temperature sweep).
+any K, the sweep points at the main (K, T)) is measured once and its record reused; the
+JSON's `requests` then lists it once per place it is used (main matrix, K sweep,
+temperature sweep, in that order).
 
 Main matrix: every configuration on `workloads`; the mask-sensitivity variants
 (`json-noschema`, `json-ws1`) only with `variant_configs`. The vLLM configurations start one

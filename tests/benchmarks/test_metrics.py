@@ -60,3 +60,15 @@ def test_an_output_cut_at_max_tokens_is_not_valid() -> None:
     assert row["stopped"] == pytest.approx(2 / 3)
     assert row["validity"] == pytest.approx(1 / 3)
     assert row["valid_if_stopped"] == pytest.approx(1 / 2)
+
+
+def test_greedy_match_compares_each_case_with_no_spec() -> None:
+    common = dict(tokens=8, steps=3, drafted=8, accepted=5, decode_time=0.5, draft_time=0.1)
+    base = [_record("no-spec", latency=1.0, **{**common, "drafted": 0, "accepted": 0}, k=0),
+            _record("no-spec", latency=2.0, **{**common, "drafted": 0, "accepted": 0}, k=0)]
+    base[0].text, base[1].text = "a", "b"
+    spec = [_record("specgate", latency=1.0, k=4, **common), _record("specgate", latency=2.0, k=4, **common)]
+    spec[0].text, spec[1].text = "a", "c"  # same case ids as the baseline (c1.0, c2.0)
+    rows = {row["config"]: row for row in aggregate(base + spec)}
+    assert rows["specgate"]["greedy_match"] == pytest.approx(0.5)
+    assert rows["no-spec"]["greedy_match"] is None
