@@ -10,8 +10,10 @@ Torch-engine configurations (specgate's own `SpecDecoder`, same models, same gra
 - `ngram`: prompt lookup + grammar-forced tokens, no draft model;
 - `forced-only`: grammar-forced tokens only (isolates what the grammar alone gives).
 Peers:
-- `hf-assisted`: HF transformers `generate(assistant_model=...)` with xgrammar's
-  `xgrammar.contrib.hf.LogitsProcessor` (stateful; HF runs one processor list on both sides);
+- `hf-assisted`: HF transformers `generate(assistant_model=...)` under the same xgrammar
+  grammar through a processor that follows input_ids (benchmarks.suite.hf_processor; xgrammar's
+  own `contrib.hf.LogitsProcessor` fails under assisted generation). HF runs one processor
+  list on the assistant and the target, so its draft is masked as well;
 - `vllm-native`, `vllm-native-fixed`, `specgate-vllm`: from `benchmarks.vllm_configs`
   (`run_vllm_config`), owned by the vLLM engineer; rows are marked unavailable when it is absent.
 

@@ -1,8 +1,8 @@
 """PNG plots of the sweeps (matplotlib, Agg backend): K = 1..8 and temperature.
 
-`plot_sweeps(document, out_dir, stem)` writes `<stem>_k.png` (decode tokens/s and acceptance
-against K, one line per configuration) and `<stem>_temperature.png` (acceptance and speedup
-against temperature) when the sweeps hold rows; returns the written paths. Knows nothing
+`plot_sweeps(document, out_dir, stem)` writes `<stem>_k.png` (decode tokens/s, tokens per
+target step and acceptance against K, one line per configuration) and
+`<stem>_temperature.png` (acceptance, tokens per target step and speedup against temperature) when the sweeps hold rows; returns the written paths. Knows nothing
 about models.
 """
 
@@ -50,13 +50,16 @@ def plot_sweeps(document: dict[str, Any], out_dir: pathlib.Path, stem: str) -> l
     k_rows = [r for r in sweeps.get("k", []) if r.get("k")]
     if k_rows:
         path = out_dir / f"{stem}_k.png"
-        _plot(k_rows, "k", [("tokens_per_second", "decode tokens/s"), ("acceptance_rate", "acceptance")],
+        _plot(k_rows, "k", [("tokens_per_second", "decode tokens/s"),
+                            ("mean_accepted_length", "tokens per target step"), ("acceptance_rate", "acceptance")],
               f"K sweep ({k_rows[0]['workload']}, T={k_rows[0]['temperature']})", path)
         written.append(str(path))
     t_rows = [r for r in sweeps.get("temperature", []) if r["config"] != "no-spec"]
     if t_rows:
         path = out_dir / f"{stem}_temperature.png"
-        _plot(t_rows, "temperature", [("acceptance_rate", "acceptance"), ("speedup", "speedup over no-spec")],
+        _plot(t_rows, "temperature", [("acceptance_rate", "acceptance"),
+                                      ("mean_accepted_length", "tokens per target step"),
+                                      ("speedup", "speedup over no-spec")],
               f"temperature sweep ({t_rows[0]['workload']}, K={t_rows[0]['k']})", path)
         written.append(str(path))
     return written
