@@ -114,10 +114,10 @@ def markdown(document: dict[str, Any]) -> str:
         "rejected); tok/step = tokens per target forward; valid = share of requests that stopped before "
         "max_tokens with an output the independent oracle accepts (jsonschema / tool parameters / sqlite3; "
         "a cut-off output is invalid); stopped = share that ended before max_tokens; = no-spec = share of "
-        "outputs identical to no-spec's on the same case (T=0; speculation is exact, so a miss is bf16 "
-        "numerics: the target's logits depend on how many positions one forward verifies); tok/s* = end to end, prefill included (vLLM rows; their "
-        "speedup compares end-to-end tokens/s with no-spec's); forced = share of "
-        "accepted drafts that were grammar-forced (free); strays/step = proposals an unmasked draft "
+        "outputs identical to no-spec's on the same case (T=0; speculation is exact, so a miss is "
+        "numerics, bf16 logits depending on how many positions one forward verifies, or a bug to look "
+        "into); tok/s* = end to end, prefill included (vLLM rows; their speedup compares end-to-end "
+        "tokens/s with no-spec's); forced = share of accepted drafts that were grammar-forced (free); strays/step = proposals an unmasked draft "
         "model cut or ended at a grammar-refused token, per step; errors show in place of a row.",
         "",
     ]
