@@ -46,7 +46,7 @@ class BenchSettings:
     variant_workloads: tuple[str, ...] = VARIANT_WORKLOADS
     variant_configs: tuple[str, ...] = ("no-spec", "spec-unmasked-draft", "specgate")
     num_cases: int = 1
-    max_tokens: int = 40
+    max_tokens: int = 32
     k: int = 4
     temperature: float = 0.0
     sweep_workload: str = "json"
@@ -79,7 +79,7 @@ class BenchSettings:
 
 def quick_settings(**overrides: Any) -> BenchSettings:
     """Every required configuration (not the extra `forced-only`), 1 prompt per workload,
-    max_tokens 40, the vLLM configurations on json and tools only, reduced sweeps: K 1/4/8 and
+    max_tokens 32, the vLLM configurations on json and tools only, reduced sweeps: K 1/4/8 and
     T 0/0.7/1.0 on one prompt (~8.5 min on 2 quiet cores, 3 of them the vLLM engine starts)."""
     return replace(BenchSettings(), **overrides)
 
@@ -148,10 +148,10 @@ class Bench:
         case = workload.cases[0]
         for config in sorted(self._all_torch_configs() | ({*HF_CONFIGS} & set(self.settings.configs))):
             if config in HF_CONFIGS:
-                run_hf_assisted(self.runner, workload, case, k=self.settings.k, temperature=0.0, max_tokens=8,
+                run_hf_assisted(self.runner, workload, case, k=self.settings.k, temperature=0.0, max_tokens=4,
                                 seed=0)
             else:
-                self.runner.run(workload, case, config, k=self.settings.k, temperature=0.0, max_tokens=8, seed=0)
+                self.runner.run(workload, case, config, k=self.settings.k, temperature=0.0, max_tokens=4, seed=0)
         self.log(f"warm-up {time.perf_counter() - start:.1f}s")
 
     def run_cells(self, workload: Workload, configs: tuple[str, ...], *, k: int, temperature: float) -> list[RequestRecord]:
