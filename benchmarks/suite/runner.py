@@ -138,43 +138,42 @@ class Bench:
             self._workloads[(name, n)] = load_workload(name, n, data_dir=data_dir)
         return self._workloads[(name, n)]
 
+    def measure(self, workload: Workload, case: Any, config: str, *, k: int, temperature: float,
+                max_tokens: int, seed: int) -> RequestRecord:
+        """One request of a torch or HF configuration (vLLM configurations run in `run_vllm`)."""
+        from benchmarks.suite.hf_runner import run_hf_assisted
+
+        if config in HF_CONFIGS:
+            return run_hf_assisted(self.runner, workload, case, k=k, temperature=temperature,
+                                   max_tokens=max_tokens, seed=seed)
+        return self.runner.run(workload, case, config, k=k, temperature=temperature, max_tokens=max_tokens,
+                               seed=seed)
+
     def warm_up(self, workload: Workload) -> None:
         """One short unrecorded request per torch / HF configuration in the run: the first
         forwards of a process pay one-off kernel and allocator set-up (measured: the first
         request of a run decoded ~25% slower than the same request later)."""
-        from benchmarks.suite.hf_runner import run_hf_assisted
-
         start = time.perf_counter()
-        case = workload.cases[0]
         for config in sorted(self._all_torch_configs() | ({*HF_CONFIGS} & set(self.settings.configs))):
-            if config in HF_CONFIGS:
-                run_hf_assisted(self.runner, workload, case, k=self.settings.k, temperature=0.0, max_tokens=4,
-                                seed=0)
-            else:
-                self.runner.run(workload, case, config, k=self.settings.k, temperature=0.0, max_tokens=4, seed=0)
+            self.measure(workload, workload.cases[0], config, k=self.settings.k, temperature=0.0, max_tokens=4,
+                         seed=0)
         self.log(f"warm-up {time.perf_counter() - start:.1f}s")
 
     def run_cells(self, workload: Workload, configs: tuple[str, ...], *, k: int, temperature: float) -> list[RequestRecord]:
         """All configs on all cases of one workload, interleaved per case."""
-        from benchmarks.suite.hf_runner import run_hf_assisted
-
         s = self.settings
         records: list[RequestRecord] = []
         for index, case in enumerate(workload.cases):
             for config in configs:
+                if config not in TORCH_CONFIGS and config not in HF_CONFIGS:
+                    continue
                 effective_k = k if config not in TORCH_CONFIGS or TORCH_CONFIGS[config].speculates else 0
                 key = (workload.name, case.case_id, config, effective_k, temperature, s.seed + index)
                 if key in self._measured:
                     records.append(self._measured[key])
                     continue
-                if config in TORCH_CONFIGS:
-                    record = self.runner.run(workload, case, config, k=k, temperature=temperature,
-                                             max_tokens=s.max_tokens, seed=s.seed + index)
-                elif config in HF_CONFIGS:
-                    record = run_hf_assisted(self.runner, workload, case, k=k, temperature=temperature,
-                                             max_tokens=s.max_tokens, seed=s.seed + index)
-                else:
-                    continue
+                record = self.measure(workload, case, config, k=k, temperature=temperature,
+                                      max_tokens=s.max_tokens, seed=s.seed + index)
                 self._measured[key] = record
                 records.append(record)
                 self.log(f"  {workload.name:13} {config:20} K={record.k} T={temperature} {case.case_id[:40]:40} "
