@@ -32,8 +32,7 @@ from typing import Any, Literal
 from grammars.errors import GrammarError
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
-
-_STOP_TOKEN_NAMES = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "</s>", "<|eos|>")
+from grammars.stop_tokens import stop_token_ids as stop_token_ids_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,21 +57,6 @@ class CompiledGrammar:
 
     def matcher(self) -> Matcher:
         return self._compiler._backend.matcher(self._handle, encode=self._compiler.encode)
-
-
-def default_stop_token_ids(tokenizer: Any) -> list[int]:
-    """EOS plus the usual end-of-turn tokens the tokenizer has (Qwen: <|im_end|>, <|endoftext|>)."""
-    ids: list[int] = []
-    eos = getattr(tokenizer, "eos_token_id", None)
-    if isinstance(eos, int):
-        ids.append(eos)
-    added = {token.content: token_id
-             for token_id, token in getattr(tokenizer, "added_tokens_decoder", {}).items()}
-    for name in _STOP_TOKEN_NAMES:  # only as added (control) tokens, never plain BPE pieces
-        token_id = added.get(name)
-        if token_id is not None and token_id not in ids:
-            ids.append(token_id)
-    return ids
 
 
 def tokenizer_fingerprint(tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> str:
@@ -107,7 +91,7 @@ class GrammarCompiler:
                 f"vocab_size {self.vocab_size} is smaller than the tokenizer ({tokenizer_size})"
             )
         self.stop_token_ids = tuple(
-            stop_token_ids if stop_token_ids is not None else default_stop_token_ids(tokenizer)
+            stop_token_ids if stop_token_ids is not None else stop_token_ids_for(tokenizer)
         )
         self.backend_name = backend
         self.cache_bytes = cache_bytes
@@ -216,6 +200,6 @@ class GrammarCompiler:
             self._cache_used = 0
 
     def allocate_bitmask(self, rows: int) -> Any:  # -> int32 [rows, ceil(V/32)], all allowed
-        import torch
+        from tokenmask import allocate_token_bitmask
 
-        return torch.full((rows, (self.vocab_size + 31) // 32), -1, dtype=torch.int32)
+        return allocate_token_bitmask(rows, self.vocab_size)

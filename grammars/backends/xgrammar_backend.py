@@ -35,6 +35,7 @@ from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf, sql_ebnf_bounded
 from grammars.tools import structural_tag
+from tokenmask import pack_bitmask
 
 
 class XGrammarMatcher(Matcher):
@@ -106,7 +107,7 @@ class WhitespaceCap:
                 inner_ok[token_id] = False
         lead = torch.zeros(vocab_size, dtype=torch.int64)
         lead[:count] = torch.tensor(self._lead, dtype=torch.int64)
-        self._masks = [_pack(inner_ok & (lead <= limit - run)) for run in range(limit + 1)]
+        self._masks = [pack_bitmask(inner_ok & (lead <= limit - run)) for run in range(limit + 1)]
 
     def run_after(self, run: int, token_id: int) -> int | None:
         """The trailing run after `token_id`, or None when it would pass the limit."""
@@ -120,13 +121,6 @@ class WhitespaceCap:
 
     def allowed_after(self, run: int) -> torch.Tensor:  # [W] int32
         return self._masks[min(run, self.limit)]
-
-
-def _pack(allowed: torch.Tensor) -> torch.Tensor:  # [V] bool -> [ceil(V/32)] int32
-    padded = torch.zeros((allowed.numel() + 31) // 32 * 32, dtype=torch.int64)
-    padded[: allowed.numel()] = allowed.to(torch.int64)
-    words = (padded.view(-1, 32) << torch.arange(32, dtype=torch.int64)).sum(dim=1)
-    return torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
 
 
 def _error_reason(exc: Exception) -> str:

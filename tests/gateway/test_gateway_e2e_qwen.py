@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 def qwen_server() -> Iterator[RunningServer]:
     from gateway_harness import SpyEngine
 
-    from engine import EngineConfig, build_engine
+    from engine import build_engine
     from engine.models import resolve_model
     from gateway.app import create_app
 
@@ -28,7 +28,7 @@ def qwen_server() -> Iterator[RunningServer]:
     except Exception as exc:  # not pulled here
         pytest.skip(f"Qwen pair not available: {exc}")
     settings = make_settings(max_model_len=2048)
-    engine = SpyEngine(build_engine(EngineConfig(**settings.engine_config_kwargs())))
+    engine = SpyEngine(build_engine(settings.engine_config()))
     yield from start_server(create_app(settings, engine=engine), engine)
 
 

@@ -97,8 +97,8 @@ def test_sampling_params_carry_grammar_and_mask_switch(compiler: GrammarCompiler
     compiled = compiler.compile(spec_from_request(BODIES["json_schema"]))
     req = GenerationRequest(request_id="r", prompt_token_ids=[1, 2],
                             sampling=SamplingOptions(temperature=0.7, top_k=5, max_tokens=9, stop=("END",), seed=3),
-                            grammar=compiled)
-    sp = sampling_params_for(req, stop_token_ids=[151645], draft_mask=False)
+                            grammar=compiled, draft_mask=False)
+    sp = sampling_params_for(req, stop_token_ids=[151645])
     assert sp.structured_outputs is not None and sp.structured_outputs.grammar == grammar_source(compiled)
     assert sp.extra_args == {"specgate_draft_mask": False}
     assert (sp.temperature, sp.top_k, sp.max_tokens, sp.seed, sp.stop) == (0.7, 5, 9, 3, ["END"])
