@@ -181,6 +181,7 @@ class SpecDecoder:
 
         stats.steps += 1
         stats.draft_forwards += proposal.forwards
+        stats.proposed_tokens += len(proposal.token_ids[:k]) + proposal.dropped
         if num_drafts:
             stats.spec_steps += 1
             stats.draft_tokens += num_drafts

@@ -149,7 +149,8 @@ class VllmEngine:
                     continue
                 if reason not in ("stop", "length"):
                     raise GenerationError(f"vLLM finished the request with {reason!r}", request_id=rid)
-                _fill_spec_stats(stats, comp.spec_decode_metrics, engine_steps=outputs - 1)
+                _fill_spec_stats(stats, comp.spec_decode_metrics, engine_steps=outputs - 1,
+                                 k=self.config.k if self.config.speculative else 0)
                 stats.time_total_s = time.perf_counter() - start
                 self.stats.record_step(emitted=stats.completion_tokens, drafted=stats.draft_tokens,
                                        accepted=stats.accepted_tokens)
@@ -175,18 +176,23 @@ class VllmEngine:
             await self.llm.abort(request_id)
 
 
-def _fill_spec_stats(stats: RequestStats, metrics: Any, *, engine_steps: int) -> None:
+def _fill_spec_stats(stats: RequestStats, metrics: Any, *, engine_steps: int, k: int) -> None:
     """`steps`: engine steps after prefill (one RequestOutput each, DELTA mode); `spec_steps`:
     those that verified >= 1 draft (vLLM's histogram; steps whose drafts the scheduler cut
-    to nothing are not in it); `draft_tokens`: drafts vLLM verified (after that cut)."""
+    to nothing are not in it); `draft_tokens`: drafts vLLM verified (after that cut);
+    `proposed_tokens`: K per step (vLLM's drafter drafts K for every decode step, before the
+    scheduler cuts a draft at its first grammar-invalid token), so `acceptance_rate` counts
+    cut drafts as wasted, as the torch engine does."""
     stats.steps = max(0, engine_steps)
     if metrics is None:
         return
+    stats.proposed_tokens = stats.steps * k
     hist = list(metrics.histogram)
     stats.spec_steps = sum(hist)
     stats.steps = max(stats.steps, stats.spec_steps)
     stats.accepted_tokens = sum(j * c for j, c in enumerate(hist))
     stats.draft_tokens = int(metrics.num_draft_tokens)
+    stats.proposed_tokens = max(stats.proposed_tokens, stats.draft_tokens)
 
 
 def build_vllm_engine(config: EngineConfig) -> VllmEngine:

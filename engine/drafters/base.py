@@ -55,6 +55,7 @@ class Proposal:
     draft_probs: torch.Tensor | None = None  # float32 [n, V]; None = one-hot at token_ids
     ends_refused: bool = False               # the last token is refused by the grammar
     forwards: int = 0                        # draft-model forwards spent
+    dropped: int = 0                         # drafted tokens the grammar refused, cut before verification
 
 
 class Drafter(Protocol):
@@ -75,6 +76,7 @@ def walk_forced_and_lookup(
     drafts: list[int] = []
     pending_guess: list[int] = []
     advanced = 0
+    dropped = 0
     try:
         while len(drafts) < k:
             forced = None
@@ -100,6 +102,7 @@ def walk_forced_and_lookup(
                     break
                 token = pending_guess.pop(0)
                 if row is not None and not token_allowed(row, token):
+                    dropped = 1
                     break  # truncate at the first refused guess
             drafts.append(token)
             if matcher is not None:
@@ -112,4 +115,4 @@ def walk_forced_and_lookup(
     finally:
         if matcher is not None and advanced:
             matcher.rollback(advanced)
-    return Proposal(token_ids=drafts)
+    return Proposal(token_ids=drafts, dropped=dropped)

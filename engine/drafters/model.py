@@ -50,6 +50,7 @@ class ModelDrafter:
         advanced = 0
         forwards = 0
         ends_refused = False
+        dropped = 0
         mask = ctx.draft_bitmask  # int32 [1, W]
         try:
             while len(drafts) < k:
@@ -76,6 +77,8 @@ class ModelDrafter:
                             drafts.append(token)
                             rows.append(row)
                             ends_refused = True
+                        else:
+                            dropped = 1
                         break
                 drafts.append(token)
                 rows.append(row)
@@ -90,7 +93,8 @@ class ModelDrafter:
             if matcher is not None and advanced:
                 matcher.rollback(advanced)
         if not drafts:
-            return Proposal(forwards=forwards)
+            return Proposal(forwards=forwards, dropped=dropped)
         return Proposal(
-            token_ids=drafts, draft_probs=torch.cat(rows), ends_refused=ends_refused, forwards=forwards
+            token_ids=drafts, draft_probs=torch.cat(rows), ends_refused=ends_refused, forwards=forwards,
+            dropped=dropped,
         )

@@ -167,4 +167,8 @@ async def test_engine_protocol_and_per_request_draft_mask(engine_factory: Any) -
         await engine.shutdown()
     assert runs[True][0] == runs[False][0] == runs[None][0]
     assert runs[True][2].stats.draft_strays == 0 and runs[None][2].stats.draft_strays == 0
-    assert runs[False][2].stats.draft_strays > 0
+    unmasked, masked = runs[False][2].stats, runs[True][2].stats
+    assert unmasked.draft_strays > 0
+    # the unmasked argmax draft's refused tokens were proposed but cut before verification
+    assert unmasked.proposed_tokens > unmasked.draft_tokens
+    assert masked.proposed_tokens == masked.draft_tokens

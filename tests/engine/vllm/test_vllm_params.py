@@ -105,3 +105,18 @@ def test_sampling_params_carry_grammar_and_mask_switch(compiler: GrammarCompiler
     assert sp.output_kind == RequestOutputKind.DELTA
     free = sampling_params_for(GenerationRequest(request_id="f", prompt_token_ids=[1]))
     assert free.structured_outputs is None and not free.extra_args
+
+
+def test_vllm_stats_count_proposed_drafts_like_the_torch_engine() -> None:
+    """vLLM's per-request metrics count only drafts that survived its grammar cut; specgate
+    reports K proposed per decode step so acceptance means the same on both engines."""
+    from types import SimpleNamespace
+
+    from engine.stats import RequestStats
+    from engine.vllm_engine import _fill_spec_stats
+
+    stats = RequestStats(completion_tokens=20)
+    metrics = SimpleNamespace(histogram=[1, 2, 0, 1, 2], num_draft_tokens=18)  # 6 spec steps, 15 accepted
+    _fill_spec_stats(stats, metrics, engine_steps=8, k=4)
+    assert (stats.steps, stats.spec_steps, stats.draft_tokens, stats.accepted_tokens) == (8, 6, 18, 15)
+    assert stats.proposed_tokens == 32 and stats.acceptance_rate == 15 / 32
