@@ -116,7 +116,7 @@ def test_vllm_stats_count_proposed_drafts_like_the_torch_engine() -> None:
     from engine.vllm_engine import _fill_spec_stats
 
     stats = RequestStats(completion_tokens=20)
-    metrics = SimpleNamespace(histogram=[1, 2, 0, 1, 2], num_draft_tokens=18)  # 6 spec steps, 15 accepted
+    metrics = SimpleNamespace(histogram=[1, 2, 0, 1, 2], num_draft_tokens=18)  # 6 spec steps, 13 accepted
     _fill_spec_stats(stats, metrics, engine_steps=8, k=4)
-    assert (stats.steps, stats.spec_steps, stats.draft_tokens, stats.accepted_tokens) == (8, 6, 18, 15)
-    assert stats.proposed_tokens == 32 and stats.acceptance_rate == 15 / 32
+    assert (stats.steps, stats.spec_steps, stats.draft_tokens, stats.accepted_tokens) == (8, 6, 18, 13)
+    assert stats.proposed_tokens == 32 and stats.acceptance_rate == 13 / 32
