@@ -12,6 +12,7 @@ import os
 import pathlib
 import shutil
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,7 @@ TOKENIZERS = SHARED / "tokenizers"
 QWEN_TOKENIZER_DIR = TOKENIZERS / "qwen2.5"
 SMOLLM_TOKENIZER_DIR = TOKENIZERS / "smollm2"
 QWEN_MODEL_VOCAB = 151_936  # embedding rows of the Qwen2.5 models (tokenizer has fewer ids)
+LOGIT_BONUS_NORM = 8.0  # about the final-norm output in hidden dim 0 of a `logit_bonus` model
 
 
 @pytest.fixture(scope="session")
@@ -53,12 +55,20 @@ def smollm_tokenizer():  # type: ignore[no-untyped-def]
 
 
 def build_tiny_qwen(
-    out_dir: pathlib.Path, *, seed: int = 0, noise: float = 0.0, base_seed: int | None = None
+    out_dir: pathlib.Path, *, seed: int = 0, noise: float = 0.0, base_seed: int | None = None,
+    logit_bonus: dict[int, float] | None = None,
 ) -> pathlib.Path:
     """Save a tiny random Qwen2 model with the real Qwen2.5 tokenizer into `out_dir`.
 
     With `base_seed` set, the weights are those of `build_tiny_qwen(seed=base_seed)` plus
     Gaussian noise of std `noise` drawn from `seed`: a draft that agrees with its target often.
+
+    With `logit_bonus` ({token id: bonus}), the model adds about that much to those tokens'
+    logits in every context, so that greedy decoding deterministically prefers them wherever
+    the grammar allows them (every other logit stays within ~0.2 of the others): the input
+    embeddings get a large constant in hidden dimension 0, which then dominates the final
+    RMSNorm output there (about `LOGIT_BONUS_NORM` whatever the context), and the untied
+    lm_head reads that dimension for the favoured rows only.
     """
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -71,7 +81,7 @@ def build_tiny_qwen(
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=4096,
-        tie_word_embeddings=True,
+        tie_word_embeddings=logit_bonus is None,
         bos_token_id=151643,
         eos_token_id=151645,
         pad_token_id=151643,
@@ -83,6 +93,13 @@ def build_tiny_qwen(
         with torch.no_grad():
             for param in model.parameters():
                 param.add_(torch.randn(param.shape, generator=gen) * noise)
+    if logit_bonus:
+        with torch.no_grad():
+            model.get_input_embeddings().weight[:, 0] = 10.0
+            head = model.get_output_embeddings().weight
+            head[:, 0] = 0.0
+            for token_id, bonus in logit_bonus.items():
+                head[token_id, 0] = bonus / LOGIT_BONUS_NORM
     model.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out_dir))
@@ -95,14 +112,20 @@ def build_tiny_qwen(
 def tiny_qwen_factory(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Callable[..., pathlib.Path]:
-    """`factory(seed=0, noise=0.0, base_seed=None) -> model dir`, cached per arguments."""
-    cache: dict[tuple[int, float, int | None], pathlib.Path] = {}
+    """`factory(seed=0, noise=0.0, base_seed=None, logit_bonus=None) -> model dir`, cached
+    per arguments."""
+    cache: dict[tuple[Any, ...], pathlib.Path] = {}
 
-    def factory(*, seed: int = 0, noise: float = 0.0, base_seed: int | None = None) -> pathlib.Path:
-        key = (seed, noise, base_seed)
+    def factory(
+        *, seed: int = 0, noise: float = 0.0, base_seed: int | None = None,
+        logit_bonus: dict[int, float] | None = None,
+    ) -> pathlib.Path:
+        key = (seed, noise, base_seed, tuple(sorted((logit_bonus or {}).items())))
         if key not in cache:
             out = tmp_path_factory.mktemp(f"tiny-qwen-s{seed}-n{noise}-b{base_seed}")
-            cache[key] = build_tiny_qwen(out, seed=seed, noise=noise, base_seed=base_seed)
+            cache[key] = build_tiny_qwen(
+                out, seed=seed, noise=noise, base_seed=base_seed, logit_bonus=logit_bonus
+            )
         return cache[key]
 
     return factory
