@@ -25,6 +25,8 @@ harder to catch), against deliberately broken engines injected through named sea
 - `uniform_target`: the verify step's T ignores the target logits (plain uniform sampling
   over the mask). Seam: the `probs_from_logits` name that `engine/decoder.py` imports (the
   target's T in `SpecDecoder._sample`).
+- `target_ignores_top_k_top_p`: the target's T drops top-k / top-p while the drafter's keeps
+  them (two transforms where the invariant wants one). Same seam.
 
 After the engine refactor (one shared T), re-point these seams at the new names; each
 broken variant must keep failing, the correct engine must keep passing.
@@ -287,11 +289,27 @@ def _break_uniform_target(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
-BROKEN: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
-    "unmasked_q": _break_unmasked_q,
-    "recover_from_p": _break_recover_from_p,
-    "wrong_residual": _break_wrong_residual,
-    "uniform_target": _break_uniform_target,
+def _break_target_filters(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Seam: as above; the target's T drops top-k / top-p (keeps mask and temperature) while
+    # the drafter's T keeps them: two transforms where there must be one.
+    import engine.decoder
+
+    real_probs = engine.decoder.probs_from_logits
+
+    def unfiltered(logits: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        kwargs.pop("top_k", None)
+        kwargs.pop("top_p", None)
+        return real_probs(logits, **kwargs)
+
+    monkeypatch.setattr(engine.decoder, "probs_from_logits", unfiltered)
+
+
+BROKEN: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str]] = {  # name: (breaker, sampling)
+    "unmasked_q": (_break_unmasked_q, "T1"),
+    "recover_from_p": (_break_recover_from_p, "T1"),
+    "wrong_residual": (_break_wrong_residual, "T1"),
+    "uniform_target": (_break_uniform_target, "T1"),
+    "target_ignores_top_k_top_p": (_break_target_filters, "T0.8-topk6-topp0.95"),
 }
 
 
@@ -300,9 +318,10 @@ BROKEN: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
 def test_law_check_catches_broken_engine(
     law_world: dict[str, Any], variant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sampling = SAMPLINGS["T1"][0]
+    breaker, sampling_name = BROKEN[variant]
+    sampling = SAMPLINGS[sampling_name][0]
     law = _first_two_law(law_world, law_world["target"], sampling)
-    BROKEN[variant](monkeypatch)
+    breaker(monkeypatch)
     counts, totals = _speculative_counts(law_world, sampling, BROKEN_SAMPLES, seed=10_000)
     pvalue = _chi_square_pvalue(counts, law)
     print(f"\n{variant}: p-value {pvalue:.3g} over {BROKEN_SAMPLES} requests, {totals}")
