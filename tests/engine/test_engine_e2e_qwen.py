@@ -30,11 +30,12 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def qwen_decoders() -> Any:
+def qwen_decoders(require_models: Any) -> Any:
     from engine import EngineConfig, loader
     from engine.decoder import SpecDecoder
     from grammars import GrammarCompiler
 
+    require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")  # pulls if missing; fails, never skips
     names = {"model": "qwen2.5-coder-1.5b", "draft_model": "qwen2.5-coder-0.5b", "dtype": "float32"}
     target, tok = loader.load(names["model"], dtype="float32", device="cpu")
     draft, _ = loader.load(names["draft_model"], dtype="float32", device="cpu")

