@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grammars.backends.selection import BACKENDS, choose_backend, make_backend
 from grammars.errors import GrammarError
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
@@ -57,7 +58,8 @@ class CompiledGrammar:
     _compiler: GrammarCompiler = field(repr=False)
 
     def matcher(self) -> Matcher:
-        return self._compiler._backend.matcher(self._handle, encode=self._compiler.encode)
+        backend = self._compiler._get_backend(self.backend)
+        return backend.matcher(self._handle, encode=self._compiler.encode)  # type: ignore[no-any-return]
 
 
 def default_stop_token_ids(tokenizer: Any) -> list[int]:
@@ -88,7 +90,7 @@ class GrammarCompiler:
         self,
         tokenizer: Any,
         *,
-        backend: Literal["xgrammar", "outlines"] = "xgrammar",
+        backend: Literal["xgrammar", "llguidance", "outlines", "auto"] = "xgrammar",
         vocab_size: int | None = None,
         stop_token_ids: Sequence[int] | None = None,
         cache_bytes: int = 256 * 1024 * 1024,
@@ -115,24 +117,17 @@ class GrammarCompiler:
         self.max_whitespace = max_whitespace
         self.allow_extra_properties = allow_extra_properties
         self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
-        self._backend: Any
-        if backend == "xgrammar":
-            from grammars.backends.xgrammar_backend import XGrammarBackend
-
-            self._backend = XGrammarBackend(
-                tokenizer, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids,
-                max_whitespace=max_whitespace, max_threads=max_threads,
-                allow_extra_properties=allow_extra_properties,
-            )
-        elif backend == "outlines":
-            from grammars.backends.outlines_backend import OutlinesBackend
-
-            self._backend = OutlinesBackend(
-                tokenizer, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids,
-                max_whitespace=max_whitespace,
-            )
-        else:
-            raise GrammarError(f"unknown grammar backend {backend!r} (xgrammar | outlines)")
+        if backend not in BACKENDS:
+            raise GrammarError(f"unknown grammar backend {backend!r} ({' | '.join(BACKENDS)})")
+        self._backend_options = {
+            "vocab_size": self.vocab_size, "stop_token_ids": self.stop_token_ids,
+            "max_whitespace": max_whitespace, "max_threads": max_threads,
+            "allow_extra_properties": allow_extra_properties,
+        }
+        self._backends: dict[str, Any] = {}
+        self._backend_lock = threading.Lock()
+        for name in ("xgrammar", "llguidance") if backend == "auto" else (backend,):
+            self._get_backend(name)  # tokenizer tables once, up front (≈1 s each on Qwen)
         self._max_threads = max_threads
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_threads, thread_name_prefix="grammar-compile"
@@ -143,9 +138,25 @@ class GrammarCompiler:
         self._hits = 0
         self._misses = 0
 
+    def _get_backend(self, name: str) -> Any:
+        with self._backend_lock:
+            backend = self._backends.get(name)
+            if backend is None:
+                backend = make_backend(name, self.tokenizer, **self._backend_options)
+                self._backends[name] = backend
+            return backend
+
     @property
     def supported_kinds(self) -> frozenset[str]:
-        return frozenset(self._backend.supported_kinds)
+        return frozenset().union(*(b.supported_kinds for b in self._backends.values()))
+
+    def backend_for(self, spec: GrammarSpec) -> str:
+        """The backend that compiles `spec`: the configured one, or under "auto" llguidance
+        for JSON schemas (compiled in milliseconds, length bounds never expanded up front)
+        and xgrammar for everything else (see grammars.backends.selection)."""
+        if self.backend_name != "auto":
+            return self.backend_name
+        return choose_backend(spec)
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -157,10 +168,12 @@ class GrammarCompiler:
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         if not isinstance(spec, GrammarSpec):
             raise TypeError(f"compile() takes a GrammarSpec, got {type(spec).__name__}")
-        if spec.kind not in self._backend.supported_kinds:
+        name = self.backend_for(spec)
+        backend = self._get_backend(name)
+        if spec.kind not in backend.supported_kinds:
             raise GrammarError(
-                f"grammar kind '{spec.kind}' is not supported by the {self.backend_name} "
-                f"backend (supported: {', '.join(sorted(self._backend.supported_kinds))})"
+                f"grammar kind '{spec.kind}' is not supported by the {name} "
+                f"backend (supported: {', '.join(sorted(backend.supported_kinds))})"
             )
         key = self._key(spec)
         with self._lock:
@@ -171,7 +184,7 @@ class GrammarCompiler:
                 return cached
             self._misses += 1
         start = time.perf_counter()
-        future = self._executor.submit(self._backend.compile, spec)
+        future = self._executor.submit(backend.compile, spec)
         try:
             handle, size = future.result(timeout=self.compile_timeout_s)
         except concurrent.futures.TimeoutError as exc:
@@ -185,8 +198,7 @@ class GrammarCompiler:
             raise GrammarError(
                 f"{spec.kind} grammar compilation exceeded {self.compile_timeout_s:g} s"
             ) from exc
-        compiled = CompiledGrammar(spec, self.backend_name, size, time.perf_counter() - start,
-                                   handle, self)
+        compiled = CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self)
         self._insert(key, compiled)
         return compiled
 
