@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grammars.backends.selection import BACKENDS, choose_backend, make_backend
+from grammars.backends.selection import BACKENDS, auto_backends, make_backend
 from grammars.errors import GrammarError
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
@@ -135,6 +135,7 @@ class GrammarCompiler:
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], CompiledGrammar] = OrderedDict()
         self._cache_used = 0
+        self._pending: dict[tuple[Any, ...], concurrent.futures.Future[CompiledGrammar]] = {}
         self._hits = 0
         self._misses = 0
 
@@ -150,13 +151,13 @@ class GrammarCompiler:
     def supported_kinds(self) -> frozenset[str]:
         return frozenset().union(*(b.supported_kinds for b in self._backends.values()))
 
-    def backend_for(self, spec: GrammarSpec) -> str:
-        """The backend that compiles `spec`: the configured one, or under "auto" llguidance
-        for JSON schemas (compiled in milliseconds, length bounds never expanded up front)
-        and xgrammar for everything else (see grammars.backends.selection)."""
+    def backends_for(self, spec: GrammarSpec) -> tuple[str, ...]:
+        """The backends that may compile `spec`, tried in order: the configured one, or
+        under "auto" `grammars.backends.selection.auto_backends` (llguidance first for JSON
+        schemas, xgrammar when llguidance refuses the schema; xgrammar for the rest)."""
         if self.backend_name != "auto":
-            return self.backend_name
-        return choose_backend(spec)
+            return (self.backend_name,)
+        return auto_backends(spec)
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -168,12 +169,13 @@ class GrammarCompiler:
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         if not isinstance(spec, GrammarSpec):
             raise TypeError(f"compile() takes a GrammarSpec, got {type(spec).__name__}")
-        name = self.backend_for(spec)
-        backend = self._get_backend(name)
-        if spec.kind not in backend.supported_kinds:
+        names = self.backends_for(spec)
+        supported = [n for n in names if spec.kind in self._get_backend(n).supported_kinds]
+        if not supported:
+            kinds = self._get_backend(names[0]).supported_kinds
             raise GrammarError(
-                f"grammar kind '{spec.kind}' is not supported by the {name} "
-                f"backend (supported: {', '.join(sorted(backend.supported_kinds))})"
+                f"grammar kind '{spec.kind}' is not supported by the {names[0]} "
+                f"backend (supported: {', '.join(sorted(kinds))})"
             )
         key = self._key(spec)
         with self._lock:
@@ -183,10 +185,52 @@ class GrammarCompiler:
                 self._hits += 1
                 return cached
             self._misses += 1
-        start = time.perf_counter()
-        future = self._executor.submit(backend.compile, spec)
+            pending = self._pending.get(key)
+            owner = pending is None
+            if owner:
+                pending = self._pending[key] = concurrent.futures.Future()
+        assert pending is not None
+        if not owner:  # the same spec is compiling for another request: share its result
+            try:
+                return pending.result(timeout=self.compile_timeout_s)
+            except concurrent.futures.TimeoutError as exc:
+                raise GrammarError(f"{spec.kind} grammar compilation exceeded "
+                                   f"{self.compile_timeout_s:g} s") from exc
         try:
-            handle, size = future.result(timeout=self.compile_timeout_s)
+            compiled = self._compile_first(spec, supported)
+        except BaseException as exc:
+            pending.set_exception(exc)
+            raise
+        else:
+            pending.set_result(compiled)
+            self._insert(key, compiled)
+            return compiled
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
+
+    def _compile_first(self, spec: GrammarSpec, names: Sequence[str]) -> CompiledGrammar:
+        """Compile with the first backend that accepts `spec` within the time limit."""
+        start = time.perf_counter()
+        first_error: GrammarError | None = None
+        for name in names:
+            remaining = self.compile_timeout_s - (time.perf_counter() - start)
+            try:
+                handle, size = self._run(self._get_backend(name).compile, spec, remaining)
+            except GrammarError as exc:
+                first_error = first_error or exc
+                continue
+            return CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self)
+        assert first_error is not None
+        raise first_error
+
+    def _run(self, fn: Any, spec: GrammarSpec, timeout: float) -> tuple[Any, int]:
+        if timeout <= 0:
+            raise GrammarError(
+                f"{spec.kind} grammar compilation exceeded {self.compile_timeout_s:g} s")
+        future = self._executor.submit(fn, spec)
+        try:
+            return future.result(timeout=timeout)  # type: ignore[no-any-return]
         except concurrent.futures.TimeoutError as exc:
             # the backend call cannot be interrupted: give it up to its thread and move on to a
             # fresh pool, so later compiles never queue behind a runaway one
@@ -198,9 +242,6 @@ class GrammarCompiler:
             raise GrammarError(
                 f"{spec.kind} grammar compilation exceeded {self.compile_timeout_s:g} s"
             ) from exc
-        compiled = CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self)
-        self._insert(key, compiled)
-        return compiled
 
     async def compile_async(self, spec: GrammarSpec) -> CompiledGrammar:
         return await asyncio.to_thread(self.compile, spec)

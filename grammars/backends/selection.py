@@ -4,11 +4,13 @@ Contract:
 - `BACKENDS` names every value `GrammarCompiler(backend=...)` takes.
 - `make_backend(name, tokenizer, **options)` builds one backend object (its tokenizer tables
   are built here, once); options a backend has no use for are dropped.
-- `choose_backend(spec)` is the "auto" rule, a pure function of the spec: JSON schemas go to
-  llguidance (compiled in milliseconds: its lazy lexer never expands `maxLength` / `minItems`
-  bounds up front, which is what costs xgrammar seconds to minutes on real-world schemas),
-  every other kind to xgrammar (SQL, tools, EBNF/Lark, regex, choice and `json_object`
-  compile fast there and its masks are cheap). Measured, per category, by
+- `auto_backends(spec)` is the "auto" rule, a pure function of the spec giving the backends
+  to try in order: JSON schemas go to llguidance first (compiled in milliseconds: its lazy
+  lexer never expands `maxLength` / `minItems` bounds up front, which is what costs xgrammar
+  seconds to minutes on real-world schemas) and to xgrammar when llguidance refuses one
+  (overlapping `patternProperties`, recursion beside sibling keywords, lookarounds), so auto
+  refuses only what both refuse; every other kind goes to xgrammar alone (SQL, tools,
+  EBNF/Lark, regex, choice and `json_object` compile fast there and its masks are cheap). Measured, per category, by
   `python -m benchmarks.schema_coverage` (README "Grammars on real-world schemas").
 
 Knows nothing of caching, timeouts, sampling or HTTP.
@@ -24,8 +26,10 @@ BACKENDS = ("xgrammar", "llguidance", "outlines", "auto")
 AUTO_LLGUIDANCE_KINDS = frozenset({"json_schema"})
 
 
-def choose_backend(spec: GrammarSpec) -> str:
-    return "llguidance" if spec.kind in AUTO_LLGUIDANCE_KINDS else "xgrammar"
+def auto_backends(spec: GrammarSpec) -> tuple[str, ...]:
+    if spec.kind in AUTO_LLGUIDANCE_KINDS:
+        return ("llguidance", "xgrammar")
+    return ("xgrammar",)
 
 
 def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: Any,
