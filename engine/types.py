@@ -43,7 +43,7 @@ class EngineConfig:
     device: str = "cpu"
     max_spec_concurrency: int = 8
     max_model_len: int = 4096
-    grammar_backend: str = "xgrammar"
+    grammar_backend: str = "auto"  # JSON schema: llguidance, else xgrammar (grammars.backends)
     max_num_seqs: int = 8
     max_queue: int = 64
     ngram_max: int = 3

@@ -30,7 +30,7 @@ class GatewaySettings(BaseSettings):
     dtype: str = "bfloat16"
     device: str = "cpu"
     max_model_len: int = Field(default=4096, ge=16)
-    grammar_backend: str = "xgrammar"
+    grammar_backend: str = "auto"  # JSON schema: llguidance, else xgrammar (grammars.backends)
     served_model_name: str | None = None
     # vLLM engine only (`engine="vllm"`): passed through to vLLM's engine arguments
     vllm_tensor_parallel_size: int = Field(default=1, ge=1)

@@ -119,7 +119,7 @@ class GrammarCompiler:
         self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
         if backend not in BACKENDS:
             raise GrammarError(f"unknown grammar backend {backend!r} ({' | '.join(BACKENDS)})")
-        self._backend_options = {
+        self._backend_options: dict[str, Any] = {
             "vocab_size": self.vocab_size, "stop_token_ids": self.stop_token_ids,
             "max_whitespace": max_whitespace, "max_threads": max_threads,
             "allow_extra_properties": allow_extra_properties,
