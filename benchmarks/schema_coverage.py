@@ -165,9 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         for reason, count in res["refusals"].items():
             refusal_rows.append([key.replace("|", " "), str(count), reason.replace("|", "/")])
     refused = stats["refused_with"]
-    kw_rows = [[key, str(refused[key]), str(stats["valid_with"][key]),
-                f"{100 * refused[key] / stats['valid_with'][key]:.1f}%"]
-               for key in sorted(refused, key=lambda k: -refused[k]) if refused[key]][:20]
+    valid_with = stats["valid_with"]
+    common = [key for key in refused if refused[key] and valid_with[key] >= 20]
+    kw_rows = [[key, str(refused[key]), str(valid_with[key]),
+                f"{100 * refused[key] / valid_with[key]:.1f}%"]
+               for key in sorted(common, key=lambda k: -refused[k] / valid_with[k])][:20]
     acc_rows = [[key, str(n)] for key, n in stats["accepted_invalid"].most_common(20)]
     elapsed = time.perf_counter() - started
     body = "\n\n".join([
@@ -177,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         table(["backend", "category", "compiles", "compile ms p50 / p99", "valid accepted",
                "invalid rejected"], rows + totals),
         f"Valid instances refused, by schema keyword ({backends[0]}; a keyword counts once per "
-        "refused instance of a schema that uses it):\n\n" + table(
+        "refused instance of a schema that uses it; keywords in >= 20 valid instances, "
+        "highest refused share first):\n\n" + table(
             ["keyword", "valid refused", "valid instances", "refused share"], kw_rows),
         f"Invalid instances accepted, by the keyword they break ({backends[0]}):\n\n"
         + table(["keyword", "invalid accepted"], acc_rows),
@@ -189,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     out.with_suffix(".json").write_text(json.dumps(
-        {k: {**v, "times": [round(t, 5) for t in v["times"]]} for k, v in results.items()}))
+        {**{k: {**v, "times": [round(t, 5) for t in v["times"]]} for k, v in results.items()},
+         "keyword_stats": {name: dict(counter) for name, counter in stats.items()}}))
     print(text)
     return 0
 
