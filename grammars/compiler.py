@@ -2,7 +2,13 @@
 
 Contract:
 - One compiler per (tokenizer, backend): the backend's tokenizer tables (xgrammar
-  TokenizerInfo ≈1.1 s on Qwen, the outlines Vocabulary) are built once, in __init__.
+  TokenizerInfo ≈1.1 s on Qwen, the llguidance LLTokenizer, the outlines Vocabulary) are
+  built once, in __init__. `backend="auto"` holds xgrammar and llguidance and tries, per
+  spec, the backends `grammars.backends.selection.auto_backends` lists (JSON schema:
+  llguidance, then xgrammar if llguidance refuses it; the rest: xgrammar);
+  `CompiledGrammar.backend` names the one that compiled it.
+- Concurrent `compile` calls for the same uncached spec share one compilation (the others
+  wait for its result), so a burst of identical requests costs one compile.
 - `compile(spec)` returns a CompiledGrammar or raises GrammarError (bad grammar, kind the
   backend does not support, or compilation past `compile_timeout_s`). A timed-out compile
   keeps running in its worker thread but its result is discarded, never half-used.
