@@ -55,7 +55,7 @@ def build_torch_engine(config: EngineConfig) -> Engine:
     decoder = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tokenizer, config=config)
     compiler = GrammarCompiler(
         tokenizer,
-        backend=config.grammar_backend,  # type: ignore[arg-type]
+        backend=config.grammar_backend,
         vocab_size=decoder.logits_width,
         stop_token_ids=sorted(decoder.stop_token_ids),
     )

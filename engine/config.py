@@ -17,6 +17,7 @@ DrafterName = Literal["model", "ngram", "forced", "none"]
 UnmaskedMode = Literal["argmax", "sample"]
 PluginMode = Literal["full", "kernel-fix", "off"]
 DraftSample = Literal["probabilistic", "greedy"]
+GrammarBackend = Literal["auto", "xgrammar", "llguidance", "outlines"]
 
 K_MAX = 16
 
@@ -88,7 +89,7 @@ class EngineConfig:
     max_num_seqs: int = 8
     max_spec_concurrency: int = 4
     max_queue: int = 64
-    grammar_backend: str = "xgrammar"
+    grammar_backend: GrammarBackend = "auto"  # JSON schema: llguidance, else xgrammar (grammars.backends)
     ngram_max: int = 3
     ngram_min: int = 1
     num_threads: int | None = None
@@ -99,6 +100,7 @@ class EngineConfig:
         _check_choice("backend", self.backend, ("torch", "vllm"))
         _check_choice("drafter", self.drafter, ("model", "ngram", "forced", "none"))
         _check_choice("unmasked_mode", self.unmasked_mode, ("argmax", "sample"))
+        _check_choice("grammar_backend", self.grammar_backend, ("auto", "xgrammar", "llguidance", "outlines"))
         if not 0 <= self.k <= K_MAX:
             raise ValueError(f"k must be in 0..{K_MAX}, got {self.k}")
         if self.drafter == "model" and not self.draft_model:

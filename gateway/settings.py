@@ -43,7 +43,8 @@ class GatewaySettings(BaseSettings):
     dtype: str = Field("bfloat16", description="model dtype: bfloat16, float32 or float16")
     device: str = Field("cpu", description="torch device")
     max_model_len: int = Field(4096, description="prompt + output tokens per request")
-    grammar_backend: str = Field("xgrammar", description="grammar backend")
+    grammar_backend: Literal["auto", "xgrammar", "llguidance", "outlines"] = Field(
+        "auto", description="grammar backend: auto (JSON schema: llguidance, else xgrammar), xgrammar, llguidance, outlines")
     served_model_name: str | None = Field(None, description="the model id clients use (default: the model's name)")
     max_concurrent_requests: int = Field(8, description="requests decoding at once (more wait in the queue)")
     max_spec_concurrency: int = Field(

@@ -75,6 +75,13 @@ def test_grammar_source_needs_xgrammar(qwen_tokenizer: Any) -> None:
     compiled = outlines.compile(spec_from_request({"structured_outputs": {"regex": "ab"}}))
     with pytest.raises(ValueError, match="xgrammar"):
         grammar_source(compiled)
+    # "auto" compiles JSON schemas with llguidance: the vLLM engine (whose compiler is always
+    # xgrammar, so draft and target share xgrammar masks) never receives one
+    auto = GrammarCompiler(qwen_tokenizer, vocab_size=V, backend="auto")
+    compiled = auto.compile(spec_from_request({"guided_json": {"type": "integer"}}))
+    assert compiled.backend == "llguidance"
+    with pytest.raises(ValueError, match="xgrammar"):
+        grammar_source(compiled)
 
 
 def test_speculative_config_for_drafters() -> None:
