@@ -3,7 +3,8 @@ and either answers 400 in OpenAI's envelope or replays the body to the app uncha
 
 Refused (each a 400 naming what is wrong, never FastAPI's `{"detail": ...}`):
 - bytes that are not UTF-8 (`invalid_encoding`, with the byte offset);
-- malformed JSON, including raw control characters inside strings (`invalid_json`);
+- malformed JSON, including raw control characters inside strings and integer literals
+  past Python's 4300-digit limit (`invalid_json`);
 - JSON nested deeper than `max_depth` (`invalid_json`; checked before parsing, so a hostile
   body never reaches the parser's recursion);
 - a key repeated in one object (`duplicate_key`, naming the object's path);
@@ -121,6 +122,8 @@ def check_body(raw: bytes, *, max_depth: int) -> None:
                       code="invalid_json") from exc
     except RecursionError as exc:
         raise BadBody("Request body nests JSON too deeply.", code="invalid_json") from exc
+    except ValueError as exc:  # e.g. an integer literal past Python's 4300-digit conversion limit
+        raise BadBody(f"Malformed JSON in request body: {exc}.", code="invalid_json") from exc
     _check_strings(value)
 
 

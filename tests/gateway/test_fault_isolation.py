@@ -86,7 +86,6 @@ def _install_faults(engine: Any) -> None:
 @pytest.fixture(scope="module")
 def faulty_server(tiny_engine_factory: Callable[..., Any]) -> Iterator[RunningServer]:
     import engine.torch_engine as torch_engine_module
-
     from gateway.app import create_app
 
     real_detok = torch_engine_module.Detokenizer
