@@ -10,7 +10,7 @@ then `[DONE]`), `error` (an HTTP 4xx/5xx or an in-band error event, with its cod
 (by design), or `lost` (anything else: a cut stream, a missing finish, a timeout). `duplicated`
 counts streams with more than one finish per choice or a response id seen twice. Reports
 requests/s, p50/p99 latency and time to first token of the completed ones, and (with
-`--server-pid`) the server's RSS at baseline, peak (sampled every 0.2 s) and after.
+`--server-pid`) the RSS of the server and its child processes (vLLM's EngineCore) at baseline, peak (sampled every 0.2 s) and after.
 `run_load(...)` returns the same figures as a `LoadReport` for tests. Knows nothing of specgate's
 internals: HTTP only.
 """
@@ -143,7 +143,18 @@ def _rss_mb(pid: int | None) -> float | None:
         return None
     import psutil
 
-    return float(psutil.Process(pid).memory_info().rss) / 2**20
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return None
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            pass
+    return float(total) / 2**20
 
 
 async def run_load(base_url: str, *, api_key: str | None = None, model: str | None = None, clients: int = 8,

@@ -133,7 +133,12 @@ class VllmEngine:
         return len(self._live) >= self.config.max_num_seqs + self.config.max_queue
 
     def live_request_ids(self) -> set[str]:
-        return set(self._live)
+        """Requests this engine streams, plus those vLLM's output processor still tracks (it
+        forgets a request only once the engine core reports it finished or aborted)."""
+        live = set(self._live)
+        with contextlib.suppress(Exception):
+            live |= set(self.llm.output_processor.request_states)
+        return live
 
     def stats_snapshot(self) -> EngineStatsSnapshot:
         return self.stats.snapshot()

@@ -52,6 +52,7 @@ def create_app(settings: GatewaySettings, *, engine: Engine | None = None) -> Fa
         if hasattr(compiler, "compile_timeout_s"):
             compiler.compile_timeout_s = settings.grammar_compile_timeout_s
         state.bind(eng)
+        state.metrics.watch_engine(eng)
         stats_logger = SpecStatsLogger(state.metrics, interval_s=settings.stats_log_interval_s, k=settings.k)
         stats_logger.start()
         logger.info("specgate serving %s (engine %s, drafter %s, k=%d, draft mask %s)",
