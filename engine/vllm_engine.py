@@ -19,7 +19,8 @@ GenerationError (vLLM finished a request with an error), EngineDeadError (vLLM's
 died: `dead_reason` turns non-None, every request in flight and every new one fails at once).
 Every token id reaching a caller is checked to be >= 0.
 
-Shutdown: the output handler task is cancelled on its own loop first (so it never reports the
+Shutdown: requests still in flight are failed first (vLLM's output processor delivers an
+`EngineDeadError` to each), then the output handler task is cancelled on its own loop (so it never reports the
 engine core's exit as an `EngineDeadError`), then AsyncLLM shuts its processes down, and
 `__del__` is disarmed (it would run the shutdown again at garbage collection, when its
 module globals may be gone). Knows nothing of HTTP.
@@ -97,6 +98,13 @@ class VllmEngine:
         llm, self.llm = self.llm, None
         if llm is None:
             return
+        if self._live:  # wake every generate() still waiting: each fails with EngineDeadError
+            with contextlib.suppress(Exception):
+                llm.output_processor.propagate_error(EngineDeadError("engine shut down"))
+            for _ in range(50):
+                if not self._live:
+                    break
+                await asyncio.sleep(0.02)
         handler = getattr(llm, "output_handler", None)
         if isinstance(handler, asyncio.Task) and not handler.done():
             try:
