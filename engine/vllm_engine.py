@@ -282,11 +282,12 @@ def build_vllm_engine(config: EngineConfig) -> VllmEngine:
         "enforce_eager": opts.enforce_eager,
         "speculative_config": spec,
         "structured_outputs_config": {"backend": "xgrammar"},
-        "per_request_spec_decode_metrics": "summary",
         "enable_log_requests": False,
         "disable_log_stats": True,
         "seed": 0,
     }
+    if spec is not None:  # vLLM refuses per-request spec metrics without speculation (--drafter none)
+        engine_args["per_request_spec_decode_metrics"] = "summary"
     if opts.gpu_memory_utilization is not None:
         engine_args["gpu_memory_utilization"] = opts.gpu_memory_utilization
     if opts.kv_cache_gib is not None:
