@@ -14,6 +14,7 @@ from engine.config import EngineConfig, VllmOptions
 from engine.protocol import Engine
 from engine.stats import EngineStatsSnapshot, RequestStats
 from engine.types import (
+    EngineDeadError,
     EngineOverloadedError,
     GenerationError,
     GenerationRequest,
@@ -26,6 +27,7 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "EngineUnavailableError",
+    "EngineDeadError",
     "EngineOverloadedError",
     "EngineStatsSnapshot",
     "GenerationError",

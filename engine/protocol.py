@@ -14,6 +14,9 @@ Contract:
 - `abort(request_id)` frees what the request holds (idempotent; unknown ids are ignored).
 - Load signals for the gateway: `num_active`, `queue_depth`, `overloaded`,
   `live_request_ids()` (requests holding engine state), `stats_snapshot()`.
+- Health: `dead_reason` is None while the engine can serve; once it cannot (its worker died,
+  vLLM's engine core exited, or it was shut down) it says why, every request in flight fails
+  and every new `generate` raises `EngineDeadError` at once (never a hang).
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ class Engine(Protocol):
 
     @property
     def overloaded(self) -> bool: ...
+
+    @property
+    def dead_reason(self) -> str | None: ...
 
     def live_request_ids(self) -> set[str]: ...
 

@@ -19,8 +19,14 @@ not, the same request gives the same output alone or under load as long as K is 
 Deltas travel to the caller's event loop with `call_soon_threadsafe`. Cancellation (abort,
 the consumer closing the iterator, or its task being cancelled) marks the request; the
 worker frees its caches and matcher before its next step (at once for a queued request).
+Fault isolation: any exception while stepping one request (a grammar dead end, a drafter,
+matcher or tokenizer error, out of memory) fails that request alone with `GenerationError`
+after freeing its state; the worker goes on with the others. If the worker itself dies
+(anything escaping the loop), the engine turns dead: `dead_reason` says why, every request
+in flight and every new one fails with `EngineDeadError` at once. `shutdown()` does the same
+with "engine shut down" for whatever is still in flight.
 The engine knows nothing of HTTP; the gateway maps `PromptTooLongError` → 400,
-`EngineOverloadedError` → 429/503, `GenerationError` → 500.
+`EngineOverloadedError` → 429, `EngineDeadError` → 503, `GenerationError` → 500.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from engine.detokenizer import Detokenizer
 from engine.sequence_state import SequenceState
 from engine.stats import EngineStats, EngineStatsSnapshot
 from engine.types import (
+    EngineDeadError,
     EngineOverloadedError,
     GenerationError,
     GenerationRequest,
@@ -81,6 +88,7 @@ class TorchEngine:
         self._slots: dict[str, _Slot] = {}
         self._thread: threading.Thread | None = None
         self._running = False
+        self._dead: str | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -94,12 +102,25 @@ class TorchEngine:
     async def shutdown(self) -> None:
         with self._lock:
             self._running = False
+            self._dead = self._dead or "engine shut down"
             self._lock.notify_all()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join)
             self._thread = None
-        for slot in list(self._slots.values()):
-            self._finish_slot(slot, error=GenerationError("engine shut down", request_id=slot.request.request_id))
+        self._fail_all(self._dead)
+
+    @property
+    def dead_reason(self) -> str | None:
+        if self._dead is None and self._running and self._thread is not None and not self._thread.is_alive():
+            return "engine worker thread exited"
+        return self._dead
+
+    def _fail_all(self, reason: str) -> None:
+        with self._lock:
+            slots = list(self._slots.values())
+        for slot in slots:
+            with contextlib.suppress(Exception):
+                self._finish_slot(slot, error=EngineDeadError(reason))
 
     # ---- load signals ----------------------------------------------------------------------
 
@@ -130,6 +151,9 @@ class TorchEngine:
         loop = asyncio.get_running_loop()
         slot = _Slot(request=request, loop=loop, queue=asyncio.Queue())
         with self._lock:
+            dead = self.dead_reason
+            if dead is not None:
+                raise EngineDeadError(dead)
             if request.request_id in self._slots:
                 raise ValueError(f"duplicate request_id {request.request_id!r}")
             if len(self._waiting) >= self.config.max_queue and len(self._active) >= self.config.max_num_seqs:
@@ -175,8 +199,10 @@ class TorchEngine:
             slot.loop.call_soon_threadsafe(slot.queue.put_nowait, item)
 
     def _finish_slot(self, slot: _Slot, *, error: BaseException | None = None) -> None:
-        if slot.seq is not None:
-            slot.seq.free()
+        seq, slot.seq = slot.seq, None
+        if seq is not None:
+            with contextlib.suppress(Exception):
+                seq.free()
         with self._lock:
             self._slots.pop(slot.request.request_id, None)
             if slot in self._active:
@@ -187,6 +213,14 @@ class TorchEngine:
             self._emit(slot, error if error is not None else _DONE)
 
     def _worker(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - the worker is gone: fail everything, loudly
+            with self._lock:
+                self._dead = f"engine worker died: {type(exc).__name__}: {exc}"
+            self._fail_all(self._dead)
+
+    def _loop(self) -> None:
         if self.config.num_threads:
             import torch
 

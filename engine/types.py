@@ -2,7 +2,7 @@
 
 Contract (docs/contracts.md "engine"): `SamplingOptions`, `GenerationRequest`, `TokenDelta`,
 plus the errors the gateway maps to HTTP statuses (`PromptTooLongError` → 400,
-`EngineOverloadedError` → 429/503, `GenerationError` → 500). Pure data: no torch, no models.
+`EngineOverloadedError` → 429, `EngineDeadError` → 503, `GenerationError` → 500). Pure data: no torch, no models.
 `RequestStats` lives in `engine.stats`, `EngineConfig` in `engine.config`.
 """
 
@@ -86,6 +86,12 @@ class PromptTooLongError(ValueError):
 
 class EngineOverloadedError(RuntimeError):
     """The request queue is full (`EngineConfig.max_queue`); retry later (HTTP 429/503)."""
+
+
+class EngineDeadError(RuntimeError):
+    """The engine can serve no more requests (its worker died, vLLM's engine core exited, or
+    it was shut down); every request in flight and every new one fails with this, at once
+    (HTTP 503)."""
 
 
 class GenerationError(RuntimeError):

@@ -15,13 +15,21 @@ before the engine starts (SPECGATE_VLLM_MODE, SPECGATE_VLLM_DRAFT_MASK; VLLM_USE
 so GPU runs the same V1 model runner the plugin patches; VLLM_CPU_OMP_THREADS_BIND defaults to
 all CPUs this process may use). Errors: PromptTooLongError (prompt does not fit),
 EngineOverloadedError (more than max_num_seqs + max_queue requests in flight),
-GenerationError (vLLM finished a request with an error or died). Every token id reaching a
-caller is checked to be >= 0. Knows nothing of HTTP.
+GenerationError (vLLM finished a request with an error), EngineDeadError (vLLM's engine core
+died: `dead_reason` turns non-None, every request in flight and every new one fails at once).
+Every token id reaching a caller is checked to be >= 0.
+
+Shutdown: requests still in flight are failed first (vLLM's output processor delivers an
+`EngineDeadError` to each), then the output handler task is cancelled on its own loop (so it never reports the
+engine core's exit as an `EngineDeadError`), then AsyncLLM shuts its processes down, and
+`__del__` is disarmed (it would run the shutdown again at garbage collection, when its
+module globals may be gone). Knows nothing of HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -34,6 +42,7 @@ from engine.config import EngineConfig
 from engine.loader import model_name
 from engine.stats import EngineStats, EngineStatsSnapshot, RequestStats
 from engine.types import (
+    EngineDeadError,
     EngineOverloadedError,
     GenerationError,
     GenerationRequest,
@@ -86,9 +95,38 @@ class VllmEngine:
         return None
 
     async def shutdown(self) -> None:
-        if self.llm is not None:
-            await asyncio.to_thread(self.llm.shutdown)
-            self.llm = None
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        if self._live:  # wake every generate() still waiting: each fails with EngineDeadError
+            with contextlib.suppress(Exception):
+                llm.output_processor.propagate_error(EngineDeadError("engine shut down"))
+            for _ in range(50):
+                if not self._live:
+                    break
+                await asyncio.sleep(0.02)
+        handler = getattr(llm, "output_handler", None)
+        if isinstance(handler, asyncio.Task) and not handler.done():
+            try:
+                running_here = handler.get_loop() is asyncio.get_running_loop()
+            except RuntimeError:
+                running_here = False
+            if running_here:
+                handler.cancel()
+                await asyncio.gather(handler, return_exceptions=True)
+                llm.output_handler = None
+        await asyncio.to_thread(llm.shutdown)
+        _disarm_del(llm)
+
+    @property
+    def dead_reason(self) -> str | None:
+        if self.llm is None:
+            return "engine shut down"
+        try:
+            errored = bool(self.llm.errored)
+        except Exception as exc:  # noqa: BLE001 - an engine we cannot even ask is not serving
+            return f"vLLM engine state unreadable: {exc}"
+        return "vLLM engine core died" if errored else None
 
     @property
     def num_active(self) -> int:
@@ -103,7 +141,12 @@ class VllmEngine:
         return len(self._live) >= self.config.max_num_seqs + self.config.max_queue
 
     def live_request_ids(self) -> set[str]:
-        return set(self._live)
+        """Requests this engine streams, plus those vLLM's output processor still tracks (it
+        forgets a request only once the engine core reports it finished or aborted)."""
+        live = set(self._live)
+        with contextlib.suppress(Exception):
+            live |= set(self.llm.output_processor.request_states)
+        return live
 
     def stats_snapshot(self) -> EngineStatsSnapshot:
         return self.stats.snapshot()
@@ -122,10 +165,11 @@ class VllmEngine:
         rid = request.request_id
         if rid in self._live:
             raise ValueError(f"duplicate request_id {rid!r}")
+        dead = self.dead_reason
+        if dead is not None:
+            raise EngineDeadError(dead)
         if self.overloaded:
             raise EngineOverloadedError(f"engine busy ({len(self._live)} requests in flight)")
-        if self.llm is None:
-            raise GenerationError("engine shut down", request_id=rid)
         params = sampling_params_for(request, stop_token_ids=self.stop_token_ids)
         stats = RequestStats(prompt_tokens=len(request.prompt_token_ids))
         start = time.perf_counter()
@@ -160,20 +204,30 @@ class VllmEngine:
                 return
             if not finished:
                 raise GenerationError("vLLM ended the stream without a finish reason", request_id=rid)
-        except (GenerationError, asyncio.CancelledError, GeneratorExit):
+        except (GenerationError, EngineDeadError, asyncio.CancelledError, GeneratorExit):
             raise
         except Exception as exc:  # noqa: BLE001 - vLLM's engine errors → one request's failure
+            if type(exc).__name__ == "EngineDeadError" or self.dead_reason is not None:
+                raise EngineDeadError(self.dead_reason or "vLLM engine core died") from exc
             raise GenerationError(f"vLLM generation failed: {exc}", request_id=rid, cause=exc) from exc
         finally:
             self._live.discard(rid)
             if stream is not None:
-                await stream.aclose()  # vLLM aborts an unfinished request when its stream closes
-            if not finished and self.llm is not None:
-                await self.llm.abort(rid)
+                with contextlib.suppress(Exception):
+                    await stream.aclose()  # vLLM aborts an unfinished request when its stream closes
+            if not finished and self.dead_reason is None:
+                with contextlib.suppress(Exception):
+                    await self.llm.abort(rid)
 
     async def abort(self, request_id: str) -> None:
-        if self.llm is not None and request_id in self._live:
+        if self.dead_reason is None and request_id in self._live:
             await self.llm.abort(request_id)
+
+
+def _disarm_del(llm: Any) -> None:
+    """Make a shut-down AsyncLLM's `__del__` a no-op (its shutdown already ran)."""
+    with contextlib.suppress(Exception):
+        llm.__class__ = type(type(llm).__name__, (type(llm),), {"__del__": lambda self: None})
 
 
 def _fill_spec_stats(stats: RequestStats, metrics: Any, *, engine_steps: int, k: int) -> None:
@@ -234,11 +288,12 @@ def build_vllm_engine(config: EngineConfig) -> VllmEngine:
         "enforce_eager": opts.enforce_eager,
         "speculative_config": spec,
         "structured_outputs_config": {"backend": "xgrammar"},
-        "per_request_spec_decode_metrics": "summary",
         "enable_log_requests": False,
         "disable_log_stats": True,
         "seed": 0,
     }
+    if spec is not None:  # vLLM refuses per-request spec metrics without speculation (--drafter none)
+        engine_args["per_request_spec_decode_metrics"] = "summary"
     if opts.gpu_memory_utilization is not None:
         engine_args["gpu_memory_utilization"] = opts.gpu_memory_utilization
     if opts.kv_cache_gib is not None:

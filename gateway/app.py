@@ -2,12 +2,16 @@
 
 The lifespan builds the engine once from `settings.engine_config()` with
 `engine.build_engine` (or takes the one given), starts it, binds it into `app.state.gateway`,
-starts the periodic speculation log line, and shuts everything down on exit. A backend this
-build cannot run (`--engine vllm` without vLLM) raises `engine.EngineUnavailableError` here,
-before anything loads. Middleware:
-request body size limit and per-endpoint request counting (pure ASGI, so
-streams pass through unbuffered and client disconnects reach the routers). This module knows nothing about
-request shapes (the routers do).
+starts the periodic speculation log line, and shuts everything down on exit (in-flight
+requests then fail with a 503 `engine_unavailable`; uvicorn first gives them
+`shutdown_timeout_s` to finish, see `gateway.cli.serve`). A backend this build cannot run
+(`--engine vllm` without vLLM) raises `engine.EngineUnavailableError` here, before anything
+loads. The grammar compiler's time limit is set from `grammar_compile_timeout_s`.
+Middleware, outermost first: request body size limit (413), per-endpoint request counting,
+strict JSON bodies (`gateway.json_guard`: 400 for invalid UTF-8, duplicate keys, lone
+surrogates...), and CORS only when `cors_allow_origins` is set. All pure ASGI except CORS,
+so streams pass through unbuffered and client disconnects reach the routers. This module knows
+nothing about request shapes (the routers do).
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from engine import Engine, build_engine
 from engine.build import check_backend_available
 from gateway.errors import install_error_handlers
+from gateway.json_guard import StrictJsonBody
 from gateway.metrics import GatewayMetrics, SpecStatsLogger
 from gateway.routers import chat, completions, health, metrics, models
 from gateway.security import BodySizeLimit, RequestCounter
@@ -42,7 +48,11 @@ def create_app(settings: GatewaySettings, *, engine: Engine | None = None) -> Fa
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         eng = engine if engine is not None else await asyncio.to_thread(build_engine, config)
         await eng.start()
+        compiler = eng.grammar_compiler
+        if hasattr(compiler, "compile_timeout_s"):
+            compiler.compile_timeout_s = settings.grammar_compile_timeout_s
         state.bind(eng)
+        state.metrics.watch_engine(eng)
         stats_logger = SpecStatsLogger(state.metrics, interval_s=settings.stats_log_interval_s, k=settings.k)
         stats_logger.start()
         logger.info("specgate serving %s (engine %s, drafter %s, k=%d, draft mask %s)",
@@ -60,6 +70,11 @@ def create_app(settings: GatewaySettings, *, engine: Engine | None = None) -> Fa
     for module in (chat, completions, models, health, metrics):
         app.include_router(module.router)
 
+    origins = [o.strip() for o in settings.cors_allow_origins.split(",") if o.strip()]
+    if origins:
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST", "OPTIONS"],
+                           allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(StrictJsonBody)
     app.add_middleware(RequestCounter, metrics=state.metrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

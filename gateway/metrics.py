@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -74,7 +75,17 @@ class GatewayMetrics:
         self.grammar_cache = Counter(
             "specgate_grammar_cache", "Grammar compile cache lookups", ["result"], registry=r
         )
+        self.engine_live = Gauge(
+            "specgate_engine_live_requests", "Requests holding engine state (queued, running, or not yet freed)",
+            registry=r,
+        )
+        self.engine_up = Gauge("specgate_engine_up", "1 while the engine can serve, 0 once it is dead", registry=r)
         self._totals = _Totals()
+
+    def watch_engine(self, engine: Any) -> None:
+        """Read the engine's live request count and health at every scrape."""
+        self.engine_live.set_function(lambda: float(len(engine.live_request_ids())))
+        self.engine_up.set_function(lambda: 0.0 if engine.dead_reason is not None else 1.0)
 
     def record_generation(
         self, *, prompt_tokens: int, completion_tokens: int, draft_tokens: int, accepted_tokens: int, steps: int

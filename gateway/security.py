@@ -1,14 +1,20 @@
-"""Bearer-token auth (`--api-key`) and the request body size limit.
+"""Bearer-token auth (`--api-key`), exposure of the operational routes, and the request body
+size limit.
 
 `require_api_key` is a FastAPI dependency on the `/v1` routers: with a key configured, a
-missing or wrong `Authorization: Bearer <key>` is a 401 in OpenAI's envelope (constant-time
-compare). `RequestCounter` counts requests by route and status; `BodySizeLimit` is a pure ASGI middleware answering 413 once a body exceeds the
-limit (by Content-Length or by counting streamed chunks). Knows nothing about the API."""
+missing or wrong `Authorization: Bearer <key>` is a 401 in OpenAI's envelope (the key is
+compared with `hmac.compare_digest`, constant time). `exposure(field)` guards `/health` and
+`/metrics` by the settings field `health_access` / `metrics_access`: "public" (open), "api_key"
+(as /v1), "off" (404, as if the route did not exist). `RequestCounter` counts requests by route
+and status; `BodySizeLimit` is a pure ASGI middleware answering 413 once a body exceeds the
+limit (by Content-Length or by counting streamed chunks). Nothing here logs a header or a body.
+Knows nothing about the API."""
 
 from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import Request
@@ -30,6 +36,19 @@ async def require_api_key(request: Request) -> None:
             code="invalid_api_key",
             headers={"WWW-Authenticate": "Bearer"},
         )
+
+
+def exposure(field: str) -> Callable[[Request], Awaitable[None]]:
+    """A dependency applying the access setting `field` ("public" | "api_key" | "off")."""
+
+    async def check(request: Request) -> None:
+        access = getattr(request.app.state.gateway.settings, field)
+        if access == "off":
+            raise APIError("Not Found", status_code=404, type="not_found_error", code="not_found")
+        if access == "api_key":
+            await require_api_key(request)
+
+    return check
 
 
 class RequestCounter:

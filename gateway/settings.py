@@ -63,13 +63,36 @@ class GatewaySettings(BaseSettings):
     host: str = Field("127.0.0.1", description="bind address")
     port: int = Field(8000, ge=0, le=65535, description="port")
     api_key: SecretStr | None = Field(None, description="require 'Authorization: Bearer <key>' on /v1 routes")
+    metrics_access: Literal["public", "api_key", "off"] = Field(
+        "public", description="/metrics: open, behind the API key, or not served (404)")
+    health_access: Literal["public", "api_key", "off"] = Field(
+        "public", description="/health: open, behind the API key, or not served (404)")
+    cors_allow_origins: str = Field(
+        "", description="comma-separated origins allowed by CORS ('*' for any); empty: CORS off")
+    shutdown_timeout_s: float = Field(
+        30.0, gt=0.0, description="on SIGTERM: seconds in-flight requests get to finish before they are failed")
 
     # Limits
     max_tokens_cap: int = Field(4096, ge=1, description="largest max_tokens a request may ask for")
     default_max_tokens: int = Field(512, ge=1, description="max_tokens when a request gives none")
     max_n: int = Field(8, ge=1, description="largest n (choices per request)")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body (413 beyond)")
-    retry_after_s: int = Field(1, ge=1, description="Retry-After seconds on 429")
+    retry_after_s: int = Field(1, ge=1, description="Retry-After seconds on 429 (overloaded)")
+    unavailable_retry_after_s: int = Field(
+        5, ge=1, description="Retry-After seconds on 503 (engine starting, dead or shutting down)")
+    max_messages: int = Field(1024, ge=1, description="most messages in one chat request")
+    max_tools: int = Field(128, ge=0, description="most tools in one request")
+    max_stop_sequences: int = Field(16, ge=0, description="most stop strings in one request")
+    max_stop_chars: int = Field(512, ge=1, description="longest stop string, in characters")
+    max_schema_bytes: int = Field(
+        64 * 1024, ge=256, description="largest JSON schema / tool parameters / SQL schema, as compact JSON bytes")
+    max_schema_depth: int = Field(
+        64, ge=2, description="deepest nesting of objects and arrays inside one JSON schema")
+    max_enum_size: int = Field(1024, ge=1, description="most values in one enum or choice list")
+    max_grammar_bytes: int = Field(
+        64 * 1024, ge=16, description="largest regex or grammar (Lark / EBNF) text, in UTF-8 bytes")
+    grammar_compile_timeout_s: float = Field(
+        10.0, gt=0.0, description="grammar compile time limit (compiles run off the event loop)")
 
     # Observability
     stats_log_interval_s: float = Field(10.0, ge=0.0, description="seconds between speculation log lines (0: off)")

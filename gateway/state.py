@@ -1,6 +1,8 @@
 """Per-app runtime state: settings, the engine (bound once in the lifespan), metrics, and
 the model ids this server answers to. Routers read it with `get_state(request)`, which
-answers 503 until the engine is bound. Knows nothing about request handling."""
+answers 503 (with Retry-After) until the engine is bound, while the server drains for
+shutdown, and once the engine is dead or shut down.
+Knows nothing about request handling."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from fastapi import Request
 
 from engine import Engine
 from engine.loader import model_name
+from gateway.engine_errors import engine_unavailable
 from gateway.errors import APIError
 from gateway.metrics import GatewayMetrics
 from gateway.settings import GatewaySettings
@@ -25,12 +28,20 @@ class GatewayState:
     model_id: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
     aliases: set[str] = field(default_factory=set)
+    draining: bool = False  # set by gateway.server.GracefulServer on SIGTERM: admit nothing new
 
     @property
     def engine(self) -> Engine:
+        retry = str(self.settings.unavailable_retry_after_s)
         if self.bound_engine is None:
             raise APIError("The engine is still starting.", status_code=503, type="server_error",
-                           code="engine_starting", headers={"Retry-After": "5"})
+                           code="engine_starting", headers={"Retry-After": retry})
+        if self.draining:
+            raise APIError("The server is shutting down.", status_code=503, type="server_error",
+                           code="shutting_down", headers={"Retry-After": retry})
+        dead = self.bound_engine.dead_reason
+        if dead is not None:
+            raise engine_unavailable(dead, retry_after_s=self.settings.unavailable_retry_after_s)
         return self.bound_engine
 
     @property

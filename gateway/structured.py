@@ -3,12 +3,18 @@
 Contract: `spec_from_request` reads `response_format`, `structured_outputs`, legacy `guided_*`
 and `tools`/`tool_choice`/`parallel_tool_calls`; any `GrammarError` (unsupported keyword,
 bad regex/grammar, unknown tool) becomes a 400 with the error's message and `param`. A
-compile failure is never answered with unconstrained text. Compile time and cache hit/miss
-go to the app's metrics. Knows nothing of sampling or HTTP framing.
+compile failure is never answered with unconstrained text. The compile runs in a worker
+thread (the event loop and the engine keep serving) and is bounded by `timeout_s`: past it the
+request gets a 400 naming the limit (the compiler enforces the same limit itself; the wait
+here is the backstop). A grammar whose first mask allows nothing (e.g. a `$ref` cycle with no
+base case) is refused at once with a 400, rather than failing as a dead end mid-generation.
+Compile time and cache hit/miss go to the app's metrics. Knows nothing of sampling or HTTP
+framing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -39,7 +45,7 @@ def grammar_error(exc: GrammarError, *, fallback_param: str | None = None) -> AP
 
 
 async def compile_for_request(
-    body: dict[str, Any], *, compiler: GrammarCompiler, metrics: GatewayMetrics
+    body: dict[str, Any], *, compiler: GrammarCompiler, metrics: GatewayMetrics, timeout_s: float = 10.0
 ) -> CompiledGrammar | None:
     """The compiled grammar the request asks for, or None when it asks for none."""
     try:
@@ -51,14 +57,28 @@ async def compile_for_request(
     hits_before = _cache_hits(compiler)
     started = time.perf_counter()
     try:
-        compiled = await compiler.compile_async(spec)
+        compiled = await asyncio.wait_for(compiler.compile_async(spec), timeout=timeout_s + 1.0)
     except GrammarError as exc:
         raise grammar_error(exc, fallback_param=constraint_param(body)) from exc
+    except TimeoutError as exc:
+        raise APIError(f"{spec.kind} grammar compilation exceeded {timeout_s:g} s.",
+                       param=constraint_param(body), code="invalid_grammar") from exc
     metrics.grammar_compile.observe(time.perf_counter() - started)
+    if not _allows_output(compiler, compiled):
+        raise APIError(f"The {spec.kind} constraint allows no output at all (for example a $ref "
+                       "cycle with no base case).", param=constraint_param(body), code="invalid_grammar")
     hits_after = _cache_hits(compiler)
     if hits_before is not None and hits_after is not None:
         metrics.grammar_cache.labels(result="hit" if hits_after > hits_before else "miss").inc()
     return compiled
+
+
+def _allows_output(compiler: GrammarCompiler, compiled: CompiledGrammar) -> bool:
+    """Does the grammar's first mask allow any token (a stop token counts)?"""
+    matcher = compiled.matcher()
+    bitmask = compiler.allocate_bitmask(1)
+    matcher.fill_mask(bitmask, row=0)
+    return bool((bitmask != 0).any())
 
 
 def _cache_hits(compiler: Any) -> int | None:

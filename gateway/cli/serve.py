@@ -3,6 +3,7 @@
 Flags are generated from `GatewaySettings` (`gateway.cli.flags`) and override `SPECGATE_*`
 environment variables; anything not given keeps its env/default value. Heavy imports happen
 inside `run`. `--engine vllm` exits with a clear message when this build has no vLLM.
+SIGTERM drains gracefully (`gateway.server.GracefulServer`, `--shutdown-timeout-s`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     from engine import EngineUnavailableError
     from gateway.app import create_app
+    from gateway.server import GracefulServer
 
     try:
         settings = settings_from_args(args)
@@ -51,5 +53,6 @@ def run(args: argparse.Namespace) -> int:
     except EngineUnavailableError as exc:
         print(f"specgate serve: {exc}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+    GracefulServer(config, state=app.state.gateway, deadline_s=settings.shutdown_timeout_s).run()
     return 0

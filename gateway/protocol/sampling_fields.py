@@ -5,6 +5,8 @@ Contract: unknown fields are refused (extra="forbid" → 400 naming the field); 
 that we do not implement are accepted only at their default/neutral value, otherwise
 `unsupported_fields()` names them so the router answers 400 — nothing is silently ignored.
 Harmless metadata (user, metadata, store, service_tier, prompt_cache_key, …) is accepted.
+Types are strict (`"yes"` is not a bool, `"2"` not an int; NaN and infinities are refused), so
+a wrong JSON type in any field is a 400 naming it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     include_usage: bool = False
     include_obfuscation: bool = False  # we never add obfuscation padding; accepted either way
@@ -25,7 +27,7 @@ class StreamOptions(BaseModel):
 class SamplingFields(BaseModel):
     """Fields common to chat and text completions."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     model: str
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)

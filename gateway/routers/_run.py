@@ -53,8 +53,9 @@ class RequestContext:
 
     def mapped(self, exc: BaseException) -> BaseException:
         """The OpenAI error for an engine exception (the exception itself if unmapped)."""
-        api_error = to_api_error(exc, retry_after_s=self.state.settings.retry_after_s,
-                                 prompt_param=self.prompt_param)
+        settings = self.state.settings
+        api_error = to_api_error(exc, retry_after_s=settings.retry_after_s, prompt_param=self.prompt_param,
+                                 unavailable_retry_after_s=settings.unavailable_retry_after_s)
         return api_error if api_error is not None else exc
 
 
@@ -86,7 +87,8 @@ async def choices_for(
         prompt_param=ctx.prompt_param,
     )
     raw = body.model_dump(mode="json", exclude_unset=True)
-    grammar = await compile_for_request(raw, compiler=state.engine.grammar_compiler, metrics=state.metrics)
+    grammar = await compile_for_request(raw, compiler=state.engine.grammar_compiler, metrics=state.metrics,
+                                        timeout_s=state.settings.grammar_compile_timeout_s)
     return samplings, grammar
 
 

@@ -17,6 +17,7 @@ from gateway.generation import ChoiceResult, ChoiceRun
 from gateway.limits import check_unsupported
 from gateway.protocol import responses as R
 from gateway.protocol.chat import ChatCompletionRequest
+from gateway.request_limits import check_request_shape
 from gateway.routers._run import RequestContext, choices_for, respond
 from gateway.security import require_api_key
 from gateway.sse import sse
@@ -32,6 +33,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     ctx = RequestContext(state=state, endpoint="chat", prompt_param="messages", request_id=R.random_id("chatcmpl-"))
     state.check_model(body.model)
     check_unsupported(body)
+    check_request_shape(body.model_dump(mode="json", exclude_unset=True), state.settings)
     try:
         prompt_text = render_chat(state.tokenizer, body.template_messages(), body.tool_dicts())
     except ChatTemplateError as exc:

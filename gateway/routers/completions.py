@@ -16,6 +16,7 @@ from gateway.limits import check_unsupported
 from gateway.prompting import check_token_ids
 from gateway.protocol import responses as R
 from gateway.protocol.completions import CompletionRequest
+from gateway.request_limits import check_request_shape
 from gateway.routers._run import RequestContext, choices_for, respond
 from gateway.security import require_api_key
 from gateway.sse import sse
@@ -30,6 +31,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Any:
     ctx = RequestContext(state=state, endpoint="completions", prompt_param="prompt", request_id=R.random_id("cmpl-"))
     state.check_model(body.model)
     check_unsupported(body)
+    check_request_shape(body.model_dump(mode="json", exclude_unset=True), state.settings)
     prompt = body.single_prompt()
     if isinstance(prompt, str):
         ctx.prompt_ids = encode_text(state.tokenizer, prompt) or [

@@ -1,15 +1,18 @@
-"""`GET /health`: 200 `{"status": "ok", "model": ...}` once the engine is up, 503 before.
-Unauthenticated (for load balancers)."""
+"""`GET /health`: 200 `{"status": "ok", "model": ...}` while the engine serves; 503 in OpenAI's
+envelope with Retry-After while it starts and once it is dead or shut down (code
+`engine_starting` / `engine_unavailable`, naming why). Exposure: `health_access` (public by
+default, for load balancers; "api_key" or "off")."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
+from gateway.security import exposure
 from gateway.state import get_state
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(exposure("health_access"))])
 
 
 @router.get("/health")

@@ -1,13 +1,15 @@
-"""`GET /metrics`: the app's Prometheus registry in text exposition format. Unauthenticated
-(scrapers), like `/health`."""
+"""`GET /metrics`: the app's Prometheus registry in text exposition format. Exposure:
+`metrics_access` (public by default, for scrapers; "api_key" or "off")."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-router = APIRouter()
+from gateway.security import exposure
+
+router = APIRouter(dependencies=[Depends(exposure("metrics_access"))])
 
 
 @router.get("/metrics")
