@@ -69,9 +69,9 @@ def _distinct(column: Column, literals: list[str | int | float], count: int, rng
             values.append(value)
     candidate = 1
     while len(values) < count:
-        value: str | int | float = candidate if column.kind == "number" else f"{column.name.lower()}_{candidate}"
-        if value not in values:
-            values.append(value)
+        fresh: str | int | float = candidate if column.kind == "number" else f"{column.name.lower()}_{candidate}"
+        if fresh not in values:
+            values.append(fresh)
         candidate += rng.randint(1, 3)
     rng.shuffle(values)
     return values[:count]

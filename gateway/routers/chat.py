@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine import TokenDelta
+from gateway import sql_answers
 from gateway.generation import ChoiceResult
 from gateway.limits import check_unsupported, sampling_for_choices
 from gateway.prompting import encode_text, render_chat
@@ -57,6 +58,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         prompt_param="messages",
     )
     raw = body.model_dump(mode="json", exclude_unset=True)
+    sql_answers.check_policy(raw, stream=bool(body.stream))
     grammar = await compile_for_request(raw, compiler=state.engine.grammar_compiler, metrics=state.metrics)
     request_id = R.random_id("chatcmpl-")
     prediction = body.prediction.text() if body.prediction is not None else None
@@ -72,7 +74,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
             state.metrics.in_flight.dec(len(runs))
             raise
         gen = _stream_chat(
-            state, body, runs=runs, stream=stream, first=first, request_id=request_id,
+            state, body, grammar, runs=runs, stream=stream, first=first, request_id=request_id,
             prompt_tokens=len(prompt_ids), started=started,
         )
         return StreamingResponse(gen, media_type="text/event-stream", headers=SSE_HEADERS)
@@ -80,11 +82,32 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         state, runs=runs, is_disconnected=request.is_disconnected, endpoint=ENDPOINT,
         prompt_tokens=len(prompt_ids), started=started, prompt_param="messages",
     )
+    results, attempts = await sql_answers.apply_policy(raw, grammar, results, samplings, rerun=_rerun_choice(
+        state, request, request_id=request_id, prompt_ids=prompt_ids, grammar=grammar, prediction=prediction))
     choices = [_final_choice(body, res) for res in results]
+    for choice, res, tries in zip(choices, results, attempts, strict=True):
+        if (sql := sql_answers.verdict(grammar, res.text, attempts=tries)) is not None:
+            choice["sql"] = sql
     usage = R.usage([r.stats for r in results if r.stats], prompt_tokens=len(prompt_ids), with_prediction=prediction is not None)
     return JSONResponse(
         R.chat_completion(request_id=request_id, created=R.now(), model=state.model_id, choices=choices, usage=usage)
     )
+
+
+def _rerun_choice(state: GatewayState, request: Request, **start: Any) -> sql_answers.Rerun:
+    """One more generation of choice `index` (the SQL retry policy), run to completion."""
+
+    async def rerun(index: int, sampling: Any) -> ChoiceResult:
+        runs = start_runs(state, samplings=[sampling], **start)
+        state.metrics.in_flight.inc(1)
+        [result] = await collect_results(
+            state, runs=runs, is_disconnected=request.is_disconnected, endpoint=ENDPOINT,
+            prompt_tokens=len(start["prompt_ids"]), started=time.perf_counter(), prompt_param="messages",
+        )
+        result.index = index
+        return result
+
+    return rerun
 
 
 def _finish_reason(engine_reason: str, has_calls: bool) -> str:
@@ -109,6 +132,7 @@ def _final_choice(body: ChatCompletionRequest, res: ChoiceResult) -> dict[str, A
 async def _stream_chat(
     state: GatewayState,
     body: ChatCompletionRequest,
+    grammar: Any,
     *,
     runs: list[Any],
     stream: AsyncIterator[tuple[int, TokenDelta]],
@@ -123,11 +147,13 @@ async def _stream_chat(
     parsers = [ToolCallStream() if parse_tools else None for _ in runs]
 
     def chunk(index: int, delta: dict[str, Any], finish_reason: str | None = None) -> str:
+        choice = R.chunk_choice(index=index, delta=delta, finish_reason=finish_reason)
+        if finish_reason is not None and (sql := sql_answers.verdict(grammar, runs[index].result.text)):
+            choice["sql"] = sql
         return sse(
             R.chat_chunk(
                 request_id=request_id, created=created, model=state.model_id,
-                choices=[R.chunk_choice(index=index, delta=delta, finish_reason=finish_reason)],
-                include_usage_key=include_usage,
+                choices=[choice], include_usage_key=include_usage,
             )
         )
 
