@@ -83,8 +83,9 @@ def gold_checks(questions: list[dict[str, Any]], suites: dict[str, TestSuite], t
     accepted = 0
     for row in questions:
         ddl = ddl_of(data_dir, row["db_id"])
-        matcher = compiler.compile(spec_from_request(
-            {"response_format": {"type": "sql", "sql": {"schema": ddl}}})).matcher()
+        spec = spec_from_request({"response_format": {"type": "sql", "sql": {"schema": ddl}}})
+        assert spec is not None
+        matcher = compiler.compile(spec).matcher()
         accepted += matcher.accept_text(row["query"]) and matcher.can_stop()
     return {"questions": len(questions), "gold_runs_everywhere": runs, "gold_nonempty_somewhere": nonempty,
             "distinct_pairs": pairs, "pairs_separated": separated, "grammar_accepts_gold": accepted,
