@@ -4,7 +4,7 @@
 `stratified_sample(questions, per_db, seed)` takes `per_db` questions from every database
 (all of a database's when it has fewer; `per_db` 0 = every question), chosen by
 `random.Random(seed)`, in dev.json order; `text2sql_cases(...)` turns them into
-`benchmarks.suite.workloads.Case`s: the DDL and the question in the prompt, and either the
+`benchmarks.suite.workloads.Case`s: the DDL (`compact_ddl`) and the question in the prompt, and either the
 schema-aware SQL grammar (`constrained=True`) or no constraint. `extract_sql(text)` is the
 post-processing both arms get: the first ```sql fenced block if any, else the text, cut at
 the first ";". Knows nothing of models.
@@ -36,6 +36,15 @@ def ddl_of(data_dir: pathlib.Path, db_id: str) -> str:
     return (spider_dir(data_dir) / "ddl" / f"{db_id}.sql").read_text()
 
 
+def compact_ddl(ddl: str) -> str:
+    """The DDL for the prompt: comments and quotes dropped, one line per table (~40% fewer
+    tokens, same tables, columns, types and keys; prefill dominates a CPU request)."""
+    text = re.sub(r"--[^\n]*\n?", "", ddl).replace('"', "")
+    text = re.sub(r"\(\s*\n\s*", "(", text)
+    text = re.sub(r",\s*\n\s*", ", ", text)
+    return re.sub(r"\s*\n\s*\)", ")", text).strip()
+
+
 def stratified_sample(questions: list[dict[str, Any]], per_db: int, seed: int) -> list[tuple[int, dict[str, Any]]]:
     """(index in dev.json, question) pairs, `per_db` per database, in dev.json order."""
     by_db: dict[str, list[int]] = {}
@@ -53,7 +62,7 @@ def text2sql_cases(data_dir: pathlib.Path, per_db: int, seed: int, *, constraine
     cases = []
     for index, row in stratified_sample(spider_questions(data_dir), per_db, seed):
         ddl = ddl_of(data_dir, row["db_id"])
-        prompt = (f"SQLite database schema:\n{ddl}\nWrite one SQLite query that answers: {row['question']}\n"
+        prompt = (f"SQLite database schema:\n{compact_ddl(ddl)}\nWrite one SQLite query that answers: {row['question']}\n"
                   "Answer with the SQL query only.")
         body = {"response_format": {"type": "sql", "sql": {"dialect": "sqlite", "schema": ddl}}} if constrained else {}
         cases.append(Case(
