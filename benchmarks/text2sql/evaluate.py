@@ -140,6 +140,8 @@ def run_model(args: argparse.Namespace, suites: dict[str, TestSuite], log: Any) 
             records.append(record)
             log(f"  {name}: {record['completion_tokens']} tokens {record['latency_s']:.1f}s "
                 f"correct={record['correct']} {sql[:80]!r}")
+        partial = args.out.with_suffix(".partial.json")  # a stopped run keeps what it measured
+        partial.write_text(json.dumps(records))
         log(f"[{number + 1}/{len(cases)}] {grammar_case.case_id} {time.perf_counter() - start:.0f}s")
     return {"records": records, "wall_s": time.perf_counter() - start}
 
@@ -244,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                            "gold": gold_checks(questions, suites, tokenizer, args.data_dir)}
     print(json.dumps(doc["gold"]))
     if not args.no_model:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         result = run_model(args, suites, print)
         from benchmarks.text2sql.sample import stratified_sample
 
@@ -254,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["summary"] = summarize(result["records"], args.configs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1))
+    args.out.with_suffix(".partial.json").unlink(missing_ok=True)
     text = markdown(doc)
     args.out.with_suffix(".md").write_text(text)
     print(text)
