@@ -24,12 +24,19 @@ Contract:
 - With `tables=None` table and column names are any identifier (plain, "quoted",
   `backticked` or [bracketed]); function calls take any identifier as the name. With
   tables, table names must be one of the schema's tables and column names one of its
-  columns (case-insensitive, optionally double-quoted), functions one of a fixed list;
+  columns (case-insensitive, optionally double-quoted), functions one of `_ARITY` with
+  sqlite's argument count (`count(*)`, DISTINCT only in aggregates, `round` 1-2, `substr`
+  2-3, `replace` 3, ...: what sqlite refuses for arity, the grammar refuses);
   table and column aliases (`AS T1`) are any identifier and a column may be qualified by a
-  table name or any alias. Known limits: a qualifier is not checked against the aliases the
-  query defined, a bare reference to a select-list alias (`ORDER BY cnt`) is refused in
-  schema mode unless `cnt` is a column, and an identifier may spell a keyword (the
-  recognizer then keeps both readings; excluding keywords cost 2-3x compile time).
+  table name or any alias. Known limits, all decided by sqlite afterwards
+  (grammars.sql_check; the gateway reports the verdict and can retry): a qualifier is not
+  checked against the aliases the query defines (the select list comes before FROM, so a
+  left-to-right grammar cannot know them), nor a column against the tables of its FROM,
+  nor ambiguity (`FROM t JOIN t`); a bare reference to a select-list alias (`ORDER BY
+  cnt`) is refused in schema mode unless `cnt` is a column; an identifier may spell a
+  keyword (the recognizer then keeps both readings; excluding keywords cost 2-3x compile
+  time). Short aliases only (`[A-Za-z_][A-Za-z0-9_]{0,3}` as nested optionals) made masks
+  ~4x slower (measured), so aliases stay any identifier.
 
 Knows nothing of tokenizers or backends.
 """
