@@ -23,10 +23,12 @@ import asyncio
 import time
 from typing import Any
 
-CONFIGS: dict[str, dict[str, Any]] = {
-    "vllm-native": {"plugin_mode": "off", "draft_sample": "greedy"},
-    "vllm-native-fixed": {"plugin_mode": "kernel-fix", "draft_sample": "greedy"},
-    "specgate-vllm": {"plugin_mode": "full", "draft_sample": "probabilistic"},
+from engine.config import VllmOptions
+
+CONFIGS: dict[str, VllmOptions] = {
+    "vllm-native": VllmOptions(plugin_mode="off", draft_sample="greedy"),
+    "vllm-native-fixed": VllmOptions(plugin_mode="kernel-fix", draft_sample="greedy"),
+    "specgate-vllm": VllmOptions(plugin_mode="full", draft_sample="probabilistic"),
 }
 
 
@@ -34,17 +36,18 @@ def build_config_engine(config_name: str, *, k: int, draft_mask: bool = True,
                         target: str = "qwen2.5-coder-1.5b", draft: str = "qwen2.5-coder-0.5b") -> Any:
     if config_name not in CONFIGS:
         raise ValueError(f"unknown vLLM config {config_name!r}; expected one of {sorted(CONFIGS)}")
-    from engine.vllm_engine import build_vllm_engine
+    from engine import EngineConfig, build_engine
 
-    return build_vllm_engine({"model": target, "draft_model": draft, "drafter": "model", "k": k,
-                              "draft_mask": draft_mask, "max_model_len": 2048, "max_num_seqs": 4,
-                              "dtype": "bfloat16", **CONFIGS[config_name]})
+    return build_engine(EngineConfig(
+        model=target, draft_model=draft, backend="vllm", drafter="model", k=k, draft_mask=draft_mask,
+        max_model_len=2048, max_num_seqs=4, dtype="bfloat16", vllm=CONFIGS[config_name],
+    ))
 
 
 def _request(engine: Any, body: dict[str, Any] | str, *, rid: str, max_tokens: int,
              temperature: float, seed: int) -> Any:
     from engine import GenerationRequest, SamplingOptions
-    from gateway.prompting import render_chat
+    from engine.prompts import render_chat
     from grammars import spec_from_request
 
     if isinstance(body, str):
@@ -69,7 +72,8 @@ async def run_requests(engine: Any, prompts: list[Any], *, max_tokens: int, temp
         try:
             req = _request(engine, body, rid=f"{tag}-{i}", max_tokens=max_tokens,
                            temperature=temperature, seed=i)
-            async for delta in engine.generate(req, draft_mask=draft_mask):
+            req.draft_mask = draft_mask
+            async for delta in engine.generate(req):
                 result["text"] += delta.text
                 if delta.stats is not None:
                     s = delta.stats

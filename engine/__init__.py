@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.config import EngineConfig, VllmOptions
+from engine.protocol import Engine
 from engine.stats import EngineStatsSnapshot, RequestStats
 from engine.types import (
-    EngineConfig,
     EngineOverloadedError,
     GenerationError,
     GenerationRequest,
@@ -22,7 +23,9 @@ from engine.types import (
 )
 
 __all__ = [
+    "Engine",
     "EngineConfig",
+    "EngineUnavailableError",
     "EngineOverloadedError",
     "EngineStatsSnapshot",
     "GenerationError",
@@ -33,15 +36,16 @@ __all__ = [
     "SpecDecoder",
     "TokenDelta",
     "TorchEngine",
+    "VllmOptions",
     "build_engine",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "build_engine":
-        from engine.build import build_engine
+    if name in ("build_engine", "EngineUnavailableError"):
+        from engine import build
 
-        return build_engine
+        return getattr(build, name)
     if name == "SpecDecoder":
         from engine.decoder import SpecDecoder
 

@@ -2,8 +2,8 @@
 
 One step: the drafter proposes up to K tokens (masked q, or one-hot for model-free drafts)
 → the matcher fills the K+1 verify masks (`fill_masks`, state unchanged) → ONE target
-forward over the pending committed token(s) plus the K drafts → `probs_from_logits` with the
-request's parameters (the same T the drafter used) → `rejection_sample` with the request's
+forward over the pending committed token(s) plus the K drafts → the sequence's
+`RequestTransform.probs` (the same T, same parameters, the drafter used for q) → `rejection_sample` with the request's
 generator → the emitted tokens advance the matcher one by one; the KV caches are cropped
 back to the committed tokens at the next use. K = 0 is a plain masked sampling step.
 
@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from engine.adaptive import AdaptiveK
+from engine.config import EngineConfig
 from engine.drafters import (
     Drafter,
     ForcedDrafter,
@@ -38,86 +39,56 @@ from engine.drafters import (
     Proposal,
 )
 from engine.kv_cache import KVCache
-from engine.sequence import Sequence
+from engine.loader import model_stop_token_ids
+from engine.sequence_state import SequenceState
 from engine.stats import RequestStats
+from engine.transform import RequestTransform
 from engine.types import GenerationError, GenerationRequest, PromptTooLongError
-from sampler import (
-    MaskDeadEndError,
-    allocate_token_bitmask,
-    probs_from_logits,
-    rejection_sample,
-    sample_from_probs,
-)
-
-
-def stop_token_ids(model: Any, tokenizer: Any) -> frozenset[int]:
-    """EOS ids as the model config / generation config / tokenizer say, plus `<|im_end|>` and
-    `<|endoftext|>` when the tokenizer has them and the config names one of them."""
-    ids: set[int] = set()
-    for source in (getattr(model, "config", None), getattr(model, "generation_config", None)):
-        value = getattr(source, "eos_token_id", None) if source is not None else None
-        if isinstance(value, int):
-            ids.add(value)
-        elif isinstance(value, list | tuple):
-            ids.update(int(v) for v in value)
-    if getattr(tokenizer, "eos_token_id", None) is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    vocab = tokenizer.get_vocab()
-    named = {vocab[name] for name in ("<|im_end|>", "<|endoftext|>") if name in vocab}
-    if ids & named:
-        ids |= named
-    return frozenset(ids)
+from sampler import MaskDeadEndError, allocate_token_bitmask, rejection_sample, sample_from_probs
 
 
 class SpecDecoder:
-    """Models + drafter + the step. Thread-compatible, not thread-safe: one caller at a time."""
+    """Models + drafter + the step. Thread-compatible, not thread-safe: one caller at a time.
+
+    Reads from `config`: drafter, k, adaptive_k, draft_mask, unmasked_mode, max_model_len,
+    device, ngram_min / ngram_max (the model fields are the caller's business: it passes the
+    loaded models)."""
 
     def __init__(
         self,
         *,
         target_model: Any,
         tokenizer: Any,
+        config: EngineConfig,
         draft_model: Any | None = None,
-        drafter: str = "model",
-        k: int = 4,
-        adaptive_k: bool = False,
-        draft_mask: bool = True,
-        unmasked_mode: Literal["argmax", "sample"] = "argmax",
-        max_model_len: int = 4096,
-        device: str = "cpu",
-        ngram_max: int = 3,
-        ngram_min: int = 1,
     ) -> None:
         self.target_model = target_model
         self.draft_model = draft_model
         self.tokenizer = tokenizer
-        self.device = device
-        self.k = k
-        self.adaptive_k = adaptive_k
-        self.max_model_len = max_model_len
+        self.config = config
+        self.device = config.device
+        self.k = config.k if config.drafter != "none" else 0
+        self.max_model_len = config.max_model_len
         self.logits_width = int(target_model.get_output_embeddings().weight.shape[0])
         if draft_model is not None:
             draft_width = int(draft_model.get_output_embeddings().weight.shape[0])
             if draft_width != self.logits_width:
                 raise ValueError(f"draft logits width {draft_width} != target's {self.logits_width}")
+        if config.drafter == "model" and draft_model is None:
+            raise ValueError("drafter 'model' needs a draft model")
         self.vocab_limit = min(len(tokenizer), self.logits_width)
-        self.stop_token_ids = stop_token_ids(target_model, tokenizer)
-        self.drafter: Drafter
-        if drafter == "model":
-            if draft_model is None:
-                raise ValueError("drafter='model' needs a draft model")
-            self.drafter = ModelDrafter(masked=draft_mask, unmasked_mode=unmasked_mode)
-        elif drafter == "ngram":
-            self.drafter = NgramDrafter(n_max=ngram_max, n_min=ngram_min)
-        elif drafter == "forced":
-            self.drafter = ForcedDrafter()
-        elif drafter == "none":
-            self.drafter = NoDrafter()
-        else:
-            raise ValueError(f"unknown drafter {drafter!r} (model|ngram|forced|none)")
-        self.drafter_name = drafter
-        self.draft_mask = draft_mask
-        self.unmasked_mode = unmasked_mode
+        self.stop_token_ids = frozenset(model_stop_token_ids(target_model, tokenizer))
+        self.drafter = self._drafter(draft_mask=config.draft_mask)
+
+    def _drafter(self, *, draft_mask: bool) -> Drafter:
+        config = self.config
+        if config.drafter == "model":
+            return ModelDrafter(masked=draft_mask, unmasked_mode=config.unmasked_mode)
+        if config.drafter == "ngram":
+            return NgramDrafter(n_max=config.ngram_max, n_min=config.ngram_min)
+        if config.drafter == "forced":
+            return ForcedDrafter()
+        return NoDrafter()
 
     # ---- sequences -------------------------------------------------------------------------
 
@@ -131,46 +102,50 @@ class SpecDecoder:
         if bad:
             raise ValueError(f"prompt_token_ids out of range [0, {self.logits_width}): {bad[:5]}")
 
-    def new_sequence(self, request: GenerationRequest) -> Sequence:
+    def _drafter_for(self, request: GenerationRequest) -> Drafter:
+        if self.config.drafter == "none":
+            return self.drafter
+        if request.prediction:
+            predicted = self.tokenizer.encode(request.prediction, add_special_tokens=False)
+            return PredictionDrafter(list(predicted))
+        if request.draft_mask is not None and request.draft_mask != self.config.draft_mask:
+            return self._drafter(draft_mask=request.draft_mask)
+        return self.drafter
+
+    def new_sequence(self, request: GenerationRequest) -> SequenceState:
         self.check_prompt(request)
         seed = request.sampling.seed
         generator = torch.Generator(device=self.device)
         generator.manual_seed(seed if seed is not None else random.getrandbits(63))
-        drafter: Drafter = self.drafter
-        if request.prediction and self.drafter_name != "none":
-            predicted = self.tokenizer.encode(request.prediction, add_special_tokens=False)
-            drafter = PredictionDrafter(list(predicted))
         k_max = max(self.k, 1)
-        return Sequence(
+        return SequenceState(
             request=request,
             tokens=list(request.prompt_token_ids),
             prompt_len=len(request.prompt_token_ids),
+            transform=RequestTransform(request.sampling, vocab_limit=self.vocab_limit, width=self.logits_width),
+            generator=generator,
+            drafter=self._drafter_for(request),
+            stop_token_ids=self.stop_token_ids,
+            bitmask=allocate_token_bitmask(k_max + 1, self.logits_width),
+            draft_bitmask=allocate_token_bitmask(1, self.logits_width),
             target_kv=KVCache(self.target_model, device=self.device),
             draft_kv=(
                 KVCache(self.draft_model, device=self.device)
-                if self.draft_model is not None and self.drafter_name == "model"
-                else None
+                if self.draft_model is not None and self.config.drafter == "model" else None
             ),
             matcher=request.grammar.matcher() if request.grammar is not None else None,
-            generator=generator,
-            bitmask=allocate_token_bitmask(k_max + 1, self.logits_width),
-            draft_bitmask=allocate_token_bitmask(1, self.logits_width),
-            logits_width=self.logits_width,
-            vocab_limit=self.vocab_limit,
-            stop_token_ids=self.stop_token_ids,
-            drafter=drafter,
             stats=RequestStats(prompt_tokens=len(request.prompt_token_ids)),
-            adaptive=AdaptiveK(k_max=self.k) if (self.adaptive_k and self.k > 0) else None,
+            adaptive=AdaptiveK(k_max=self.k) if (self.config.adaptive_k and self.k > 0) else None,
         )
 
-    def choose_k(self, seq: Sequence, *, speculate: bool = True) -> int:
+    def choose_k(self, seq: SequenceState, *, speculate: bool = True) -> int:
         if not speculate or self.k == 0:
             return 0
         return seq.adaptive.choose_k() if seq.adaptive is not None else self.k
 
     # ---- the step --------------------------------------------------------------------------
 
-    def step(self, seq: Sequence, *, k: int | None = None) -> list[int]:
+    def step(self, seq: SequenceState, *, k: int | None = None) -> list[int]:
         """Run one step; return the tokens committed by it (sets `seq.finish_reason` on stop)."""
         if seq.finished or seq.target_kv is None:
             raise RuntimeError(f"request {seq.request.request_id} is finished or freed")
@@ -181,7 +156,7 @@ class SpecDecoder:
         k = max(0, min(k, room - 1, seq.bitmask.shape[0] - 1))
 
         t0 = time.perf_counter()
-        proposal: Proposal = seq.drafter.propose(seq, k=k) if k > 0 else Proposal(token_ids=[])
+        proposal: Proposal = seq.drafter.propose(seq, k=k) if k > 0 else Proposal()
         drafts = proposal.token_ids[:k]
         t1 = time.perf_counter()
         stats.time_draft_s += t1 - t0
@@ -195,27 +170,25 @@ class SpecDecoder:
         t2 = time.perf_counter()
         stats.time_mask_s += t2 - t1
 
-        todo = seq.target_kv.sync_to(seq.tokens)
-        if not todo:
-            seq.target_kv.crop(len(seq.target_kv) - 1)
-            todo = [seq.tokens[-1]]
+        todo = seq.target_kv.pending_for_logits(seq.tokens)
         logits = seq.target_kv.extend(todo + drafts, num_logits=num_drafts + 1)  # [n+1, V]
         t3 = time.perf_counter()
         stats.time_target_s += t3 - t2
 
-        emitted, num_accepted = self._sample(seq, logits, drafts, proposal, num_rows)
+        emitted, num_accepted = self._verify(seq, logits, drafts, proposal, num_rows)
         t4 = time.perf_counter()
         stats.time_sampler_s += t4 - t3
 
         stats.steps += 1
         stats.draft_forwards += proposal.forwards
+        stats.proposed_tokens += len(proposal.token_ids[:k]) + proposal.dropped
         if num_drafts:
             stats.spec_steps += 1
             stats.draft_tokens += num_drafts
             stats.accepted_tokens += num_accepted
             stats.forced_draft_tokens += sum(forced)
             stats.forced_accepted_tokens += sum(forced[:num_accepted])
-        if self.drafter_name == "model" and seq.matcher is not None and (
+        if isinstance(seq.drafter, ModelDrafter) and seq.matcher is not None and (
             proposal.ends_refused or (len(proposal.token_ids) < k and num_rows == len(proposal.token_ids) + 1)
         ):
             stats.draft_strays += 1  # a masked drafter stops short only where the grammar ends
@@ -229,7 +202,7 @@ class SpecDecoder:
         return committed
 
     @staticmethod
-    def _forced_draft_flags(seq: Sequence, num_drafts: int) -> list[bool]:
+    def _forced_draft_flags(seq: SequenceState, num_drafts: int) -> list[bool]:
         """Per draft: did its verify mask row allow exactly one token (grammar-forced)?"""
         if seq.matcher is None or num_drafts == 0:
             return [False] * num_drafts
@@ -238,22 +211,16 @@ class SpecDecoder:
         word = rows.sum(dim=1)  # [n]: the only nonzero word where one_word
         return (one_word & ((word & (word - 1)) == 0)).tolist()
 
-    def _sample(
-        self, seq: Sequence, logits: torch.Tensor, drafts: list[int], proposal: Proposal, num_rows: int
+    def _verify(
+        self, seq: SequenceState, logits: torch.Tensor, drafts: list[int], proposal: Proposal, num_rows: int
     ) -> tuple[list[int], int]:
         """(emitted tokens, num_accepted) from the target logits [n+1, V]."""
-        sampling = seq.request.sampling
+        transform = seq.transform
         num_drafts = len(drafts)
         masked_rows = min(num_rows, num_drafts + 1)
         try:
-            target_probs = probs_from_logits(
-                logits[:masked_rows],
-                bitmask=seq.bitmask[:masked_rows] if seq.matcher is not None else None,
-                vocab_size=seq.vocab_limit,
-                temperature=sampling.temperature,
-                top_k=sampling.top_k,
-                top_p=sampling.top_p,
-                min_p=sampling.min_p,
+            target_probs = transform.probs(
+                logits[:masked_rows], seq.bitmask[:masked_rows] if seq.matcher is not None else None
             )  # [rows, V]
         except MaskDeadEndError as exc:
             raise GenerationError(
@@ -263,24 +230,20 @@ class SpecDecoder:
         if masked_rows < num_drafts + 1:
             # Rows past a terminating (or refused) draft: never read, because the draft before
             # them either ends the grammar (we stop there) or is rejected with certainty.
-            filler = torch.zeros(num_drafts + 1 - masked_rows, logits.shape[1], dtype=torch.float32)
-            filler[:, 0] = 1.0
-            target_probs = torch.cat([target_probs, filler])
+            target_probs = torch.cat([target_probs, transform.one_hot([0] * (num_drafts + 1 - masked_rows))])
         if num_drafts == 0:
             return [int(sample_from_probs(target_probs, generator=seq.generator)[0])], 0
+        draft_probs = (
+            proposal.draft_probs[:num_drafts] if proposal.draft_probs is not None else transform.one_hot(drafts)
+        )  # [n, V]
         draft_ids = torch.tensor([drafts], dtype=torch.long)  # [1, n]
-        if proposal.draft_probs is not None:
-            draft_probs = proposal.draft_probs[:num_drafts]  # [n, V]
-        else:
-            draft_probs = torch.zeros(num_drafts, logits.shape[1], dtype=torch.float32)
-            draft_probs[torch.arange(num_drafts), draft_ids[0]] = 1.0
         out, num_accepted = rejection_sample(
             draft_ids, draft_probs[None], target_probs[None], generator=seq.generator
         )  # [1, n+1], [1]
         accepted = int(num_accepted[0])
         return out[0, : accepted + 1].tolist(), accepted
 
-    def _commit(self, seq: Sequence, emitted: list[int]) -> list[int]:
+    def _commit(self, seq: SequenceState, emitted: list[int]) -> list[int]:
         sampling = seq.request.sampling
         committed: list[int] = []
         for token in emitted:
@@ -296,7 +259,7 @@ class SpecDecoder:
                 if seq.matcher.is_terminated():
                     seq.finish_reason = "stop"
                     break
-            elif token in seq.stop_token_ids and not sampling.ignore_eos:
+            elif seq.stops_on(token):
                 seq.finish_reason = "stop"
                 break
             if len(seq.output_ids) >= sampling.max_tokens or len(seq.tokens) >= self.max_model_len:
@@ -305,7 +268,7 @@ class SpecDecoder:
         seq.stats.completion_tokens = len(seq.output_ids)
         return committed
 
-    def generate(self, request: GenerationRequest, *, speculate: bool = True) -> Sequence:
+    def generate(self, request: GenerationRequest, *, speculate: bool = True) -> SequenceState:
         """Run a request to completion synchronously (tests, CLI, benchmarks)."""
         seq = self.new_sequence(request)
         try:
@@ -314,4 +277,3 @@ class SpecDecoder:
         finally:
             seq.free()
         return seq
-

@@ -84,6 +84,16 @@ class KVCache:
         self.crop(common)
         return list(tokens[common:])
 
+    def pending_for_logits(self, tokens: Sequence[int]) -> list[int]:
+        """Sync to `tokens` (non-empty) and return what to feed so that the next `extend`
+        yields the logits after `tokens[-1]`: the uncached tail, or, when everything is
+        cached already, the last token again (its position is cropped and re-fed)."""
+        pending = self.sync_to(tokens)
+        if not pending:
+            self.crop(len(self.tokens) - 1)
+            pending = [tokens[-1]]
+        return pending
+
     def reset(self) -> None:
         self.cache = DynamicCache(config=getattr(self.model, "config", None))
         self.tokens = []

@@ -26,11 +26,23 @@ def resolve(name_or_path: str, *, cache_dir: str | None = None) -> pathlib.Path:
     path = pathlib.Path(name_or_path).expanduser()
     if path.is_dir():
         return path
-    try:
-        from engine.models import resolve_model
-    except ImportError as exc:  # engine.models not available
-        raise FileNotFoundError(f"model {name_or_path!r}: not a directory and engine.models unavailable") from exc
+    from engine.models import resolve_model
+
     return pathlib.Path(resolve_model(name_or_path, cache_dir=cache_dir))
+
+
+def model_name(name_or_path: str) -> str:
+    """The name a model is served under: a registered name as is, a directory by its basename."""
+    path = pathlib.Path(name_or_path).expanduser()
+    return path.name if path.is_dir() else name_or_path
+
+
+def model_stop_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """The stop ids (`grammars.stop_tokens` rule) with the EOS ids the model's configs name."""
+    from grammars.stop_tokens import eos_ids_of, stop_token_ids
+
+    configs = (getattr(model, "config", None), getattr(model, "generation_config", None))
+    return stop_token_ids(tokenizer, config_eos=eos_ids_of(*configs))
 
 
 def load(name_or_path: str, *, dtype: str, device: str, cache_dir: str | None = None) -> tuple[Any, Any]:
@@ -46,10 +58,6 @@ def load(name_or_path: str, *, dtype: str, device: str, cache_dir: str | None = 
 
 def check_compat(target_tokenizer: Any, draft_tokenizer: Any) -> None:
     """Raise if the draft tokenizer differs from the target's (engine.models decides how)."""
-    try:
-        from engine.models import check_tokenizer_compat
-    except ImportError:
-        if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
-            raise ValueError("draft and target tokenizers differ") from None
-        return
+    from engine.models import check_tokenizer_compat
+
     check_tokenizer_compat(target_tokenizer, draft_tokenizer)

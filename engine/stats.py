@@ -1,6 +1,7 @@
 """Per-request and engine-wide speculation statistics (pure data; the gateway logs/exports).
 
-`RequestStats` counts one request's tokens and splits its time into draft / target / mask /
+`RequestStats` counts one request's tokens (drafts as proposed → verified → accepted: the same
+meaning on both engines) and splits its time into draft / target / mask /
 sampler; it also says where the drafts came from (grammar-forced vs drafter) and how often an
 unmasked draft model strayed off the grammar. `EngineStats` aggregates finished and running
 steps for a metrics line. Neither knows how the numbers were produced.
@@ -17,7 +18,8 @@ from typing import Any
 class RequestStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    draft_tokens: int = 0       # drafts sent to verification
+    proposed_tokens: int = 0    # drafts the drafter produced (incl. grammar-refused ones cut before verification)
+    draft_tokens: int = 0       # drafts sent to verification (verified)
     accepted_tokens: int = 0    # drafts the rejection sampler accepted
     steps: int = 0              # target forwards after prefill (one per step)
     spec_steps: int = 0         # steps that verified at least one draft
@@ -33,7 +35,9 @@ class RequestStats:
 
     @property
     def acceptance_rate(self) -> float:
-        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
+        """Accepted / proposed drafts: a draft cut for being grammar-invalid counts as wasted."""
+        proposed = max(self.proposed_tokens, self.draft_tokens)
+        return self.accepted_tokens / proposed if proposed else 0.0
 
     @property
     def mean_accepted_length(self) -> float:

@@ -29,21 +29,23 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.decoder import SpecDecoder
 from engine.detokenizer import Detokenizer
-from engine.sequence import Sequence
+from engine.sequence_state import SequenceState
 from engine.stats import EngineStats, EngineStatsSnapshot
 from engine.types import (
-    EngineConfig,
     EngineOverloadedError,
     GenerationError,
     GenerationRequest,
     TokenDelta,
 )
+
+if TYPE_CHECKING:
+    from grammars import GrammarCompiler
 
 _DONE = object()
 
@@ -53,7 +55,7 @@ class _Slot:
     request: GenerationRequest
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[Any]
-    seq: Sequence | None = None
+    seq: SequenceState | None = None
     detok: Detokenizer | None = None
     aborted: bool = False
 
@@ -63,15 +65,14 @@ class TorchEngine:
         self,
         *,
         decoder: SpecDecoder,
-        config: EngineConfig,
         model_name: str,
-        grammar_compiler: Any,
+        grammar_compiler: GrammarCompiler,
     ) -> None:
         self.decoder = decoder
-        self.config = config
+        self.config = decoder.config
         self.model_name = model_name
         self.tokenizer = decoder.tokenizer
-        self.max_model_len = config.max_model_len
+        self.max_model_len = decoder.max_model_len
         self.grammar_compiler = grammar_compiler
         self.stats = EngineStats()
         self._lock = threading.Condition()
@@ -124,7 +125,7 @@ class TorchEngine:
 
     # ---- requests --------------------------------------------------------------------------
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[TokenDelta]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         self.decoder.check_prompt(request)  # PromptTooLongError / ValueError before queueing
         loop = asyncio.get_running_loop()
         slot = _Slot(request=request, loop=loop, queue=asyncio.Queue())

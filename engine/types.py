@@ -1,9 +1,9 @@
 """The engine's request/response value types: what the gateway hands in and gets back.
 
-Contract (docs/contracts.md "engine"): `EngineConfig`, `SamplingOptions`, `GenerationRequest`,
-`TokenDelta`, plus the errors the gateway maps to HTTP statuses (`PromptTooLongError` → 400,
+Contract (docs/contracts.md "engine"): `SamplingOptions`, `GenerationRequest`, `TokenDelta`,
+plus the errors the gateway maps to HTTP statuses (`PromptTooLongError` → 400,
 `EngineOverloadedError` → 429/503, `GenerationError` → 500). Pure data: no torch, no models.
-`RequestStats` lives in `engine.stats`.
+`RequestStats` lives in `engine.stats`, `EngineConfig` in `engine.config`.
 """
 
 from __future__ import annotations
@@ -15,53 +15,7 @@ if TYPE_CHECKING:
     from engine.stats import RequestStats
     from grammars import CompiledGrammar
 
-DrafterName = Literal["model", "ngram", "forced", "none"]
 FinishReason = Literal["stop", "length"]
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """How to build an engine. `drafter`: "model" (draft model, `draft_model` required),
-    "ngram" (prompt lookup), "forced" (grammar-forced tokens only) or "none" (baseline).
-    Every drafter except "none" also proposes grammar-forced tokens for free; a request's
-    `prediction` text, when given, drives the drafts ahead of the configured drafter.
-
-    `draft_mask=False` drafts from the raw draft logits (what other engines do), with
-    `unmasked_mode` "argmax" (vLLM's default) or "sample"; verification stays exact.
-    `max_spec_concurrency`: above this many active requests, steps run without speculation.
-    `max_num_seqs`: active requests at once; more wait in a queue of at most `max_queue`.
-    """
-
-    model: str
-    draft_model: str | None = None
-    drafter: DrafterName = "model"
-    k: int = 4
-    adaptive_k: bool = False
-    draft_mask: bool = True
-    unmasked_mode: Literal["argmax", "sample"] = "argmax"
-    dtype: str = "bfloat16"
-    device: str = "cpu"
-    max_spec_concurrency: int = 8
-    max_model_len: int = 4096
-    grammar_backend: str = "xgrammar"
-    max_num_seqs: int = 8
-    max_queue: int = 64
-    ngram_max: int = 3
-    ngram_min: int = 1
-    num_threads: int | None = None
-    cache_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.k < 0:
-            raise ValueError(f"EngineConfig.k must be >= 0, got {self.k}")
-        if self.drafter not in ("model", "ngram", "forced", "none"):
-            raise ValueError(f"EngineConfig.drafter must be model|ngram|forced|none, got {self.drafter!r}")
-        if self.drafter == "model" and not self.draft_model:
-            raise ValueError("EngineConfig.drafter='model' needs draft_model")
-        if self.unmasked_mode not in ("argmax", "sample"):
-            raise ValueError(f"EngineConfig.unmasked_mode must be argmax|sample, got {self.unmasked_mode!r}")
-        if self.max_num_seqs < 1 or self.max_queue < 0:
-            raise ValueError("EngineConfig.max_num_seqs must be >= 1 and max_queue >= 0")
 
 
 @dataclass(frozen=True)
@@ -94,11 +48,17 @@ class SamplingOptions:
 
 @dataclass
 class GenerationRequest:
+    """One generation. Per-request options live here, never as extra `generate` arguments:
+    `prediction` (OpenAI Predicted Outputs text: drives the drafts) and `draft_mask` (None =
+    the engine's default; True/False masks or leaves the draft unmasked for this request,
+    an A/B switch that never changes the output law)."""
+
     request_id: str
     prompt_token_ids: list[int]
     sampling: SamplingOptions = field(default_factory=SamplingOptions)
     grammar: CompiledGrammar | None = None
     prediction: str | None = None
+    draft_mask: bool | None = None
 
 
 @dataclass

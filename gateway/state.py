@@ -1,16 +1,17 @@
-"""Per-app runtime state: settings, the engine (with its tokenizer and grammar compiler,
-created once in the lifespan), metrics, and the model ids this server answers to.
-Routers read it from `request.app.state.gateway`. Knows nothing about request handling."""
+"""Per-app runtime state: settings, the engine (bound once in the lifespan), metrics, and
+the model ids this server answers to. Routers read it with `get_state(request)`, which
+answers 503 until the engine is bound. Knows nothing about request handling."""
 
 from __future__ import annotations
 
-import pathlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
 
+from engine import Engine
+from engine.loader import model_name
 from gateway.errors import APIError
 from gateway.metrics import GatewayMetrics
 from gateway.settings import GatewaySettings
@@ -20,10 +21,17 @@ from gateway.settings import GatewaySettings
 class GatewayState:
     settings: GatewaySettings
     metrics: GatewayMetrics
-    engine: Any = None
+    bound_engine: Engine | None = None
     model_id: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
     aliases: set[str] = field(default_factory=set)
+
+    @property
+    def engine(self) -> Engine:
+        if self.bound_engine is None:
+            raise APIError("The engine is still starting.", status_code=503, type="server_error",
+                           code="engine_starting", headers={"Retry-After": "5"})
+        return self.bound_engine
 
     @property
     def tokenizer(self) -> Any:
@@ -33,11 +41,11 @@ class GatewayState:
     def vocab_size(self) -> int:
         return len(self.engine.tokenizer)
 
-    def bind(self, engine: Any) -> None:
-        self.engine = engine
-        name = str(getattr(engine, "model_name", "") or self.settings.model)
+    def bind(self, engine: Engine) -> None:
+        self.bound_engine = engine
+        name = engine.model_name or model_name(self.settings.model)
         self.model_id = self.settings.served_model_name or name
-        self.aliases = {self.model_id, name, self.settings.model, pathlib.Path(self.settings.model).name}
+        self.aliases = {self.model_id, name, self.settings.model, model_name(self.settings.model)}
 
     def check_model(self, model: str) -> None:
         if model not in self.aliases:
@@ -50,8 +58,7 @@ class GatewayState:
 
 
 def get_state(request: Request) -> GatewayState:
+    """The app's state, once its engine is bound (503 `engine_starting` before)."""
     state: GatewayState = request.app.state.gateway
-    if state.engine is None:
-        raise APIError("The engine is still starting.", status_code=503, type="server_error",
-                       code="engine_starting", headers={"Retry-After": "5"})
+    state.engine  # noqa: B018 - raises the 503 while the engine is starting
     return state

@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.errors import APIError
 from gateway.metrics import GatewayMetrics
-from grammars import GrammarError, spec_from_request
+from grammars import CompiledGrammar, GrammarCompiler, GrammarError, spec_from_request
 
 _CONSTRAINT_FIELDS = (
     "response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice",
@@ -38,7 +38,9 @@ def grammar_error(exc: GrammarError, *, fallback_param: str | None = None) -> AP
     return APIError(exc.message, param=exc.param or fallback_param, code="invalid_grammar")
 
 
-async def compile_for_request(body: dict[str, Any], *, compiler: Any, metrics: GatewayMetrics) -> Any | None:
+async def compile_for_request(
+    body: dict[str, Any], *, compiler: GrammarCompiler, metrics: GatewayMetrics
+) -> CompiledGrammar | None:
     """The compiled grammar the request asks for, or None when it asks for none."""
     try:
         spec = spec_from_request(body)

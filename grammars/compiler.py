@@ -2,7 +2,13 @@
 
 Contract:
 - One compiler per (tokenizer, backend): the backend's tokenizer tables (xgrammar
-  TokenizerInfo ≈1.1 s on Qwen, the outlines Vocabulary) are built once, in __init__.
+  TokenizerInfo ≈1.1 s on Qwen, the llguidance LLTokenizer, the outlines Vocabulary) are
+  built once, in __init__. `backend="auto"` holds xgrammar and llguidance and tries, per
+  spec, the backends `grammars.backends.selection.auto_backends` lists (JSON schema:
+  llguidance, then xgrammar if llguidance refuses it; the rest: xgrammar);
+  `CompiledGrammar.backend` names the one that compiled it.
+- Concurrent `compile` calls for the same uncached spec share one compilation (the others
+  wait for its result), so a burst of identical requests costs one compile.
 - `compile(spec)` returns a CompiledGrammar or raises GrammarError (bad grammar, kind the
   backend does not support, or compilation past `compile_timeout_s`). A timed-out compile
   keeps running in its worker thread but its result is discarded, never half-used.
@@ -29,11 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grammars.backends.selection import BACKENDS, auto_backends, make_backend
 from grammars.errors import GrammarError
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
-
-_STOP_TOKEN_NAMES = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "</s>", "<|eos|>")
+from grammars.stop_tokens import stop_token_ids as stop_token_ids_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,22 +63,8 @@ class CompiledGrammar:
     _compiler: GrammarCompiler = field(repr=False)
 
     def matcher(self) -> Matcher:
-        return self._compiler._backend.matcher(self._handle, encode=self._compiler.encode)
-
-
-def default_stop_token_ids(tokenizer: Any) -> list[int]:
-    """EOS plus the usual end-of-turn tokens the tokenizer has (Qwen: <|im_end|>, <|endoftext|>)."""
-    ids: list[int] = []
-    eos = getattr(tokenizer, "eos_token_id", None)
-    if isinstance(eos, int):
-        ids.append(eos)
-    added = {token.content: token_id
-             for token_id, token in getattr(tokenizer, "added_tokens_decoder", {}).items()}
-    for name in _STOP_TOKEN_NAMES:  # only as added (control) tokens, never plain BPE pieces
-        token_id = added.get(name)
-        if token_id is not None and token_id not in ids:
-            ids.append(token_id)
-    return ids
+        backend = self._compiler._get_backend(self.backend)
+        return backend.matcher(self._handle, encode=self._compiler.encode)  # type: ignore[no-any-return]
 
 
 def tokenizer_fingerprint(tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> str:
@@ -88,7 +80,7 @@ class GrammarCompiler:
         self,
         tokenizer: Any,
         *,
-        backend: Literal["xgrammar", "outlines"] = "xgrammar",
+        backend: Literal["xgrammar", "llguidance", "outlines", "auto"] = "xgrammar",
         vocab_size: int | None = None,
         stop_token_ids: Sequence[int] | None = None,
         cache_bytes: int = 256 * 1024 * 1024,
@@ -107,7 +99,7 @@ class GrammarCompiler:
                 f"vocab_size {self.vocab_size} is smaller than the tokenizer ({tokenizer_size})"
             )
         self.stop_token_ids = tuple(
-            stop_token_ids if stop_token_ids is not None else default_stop_token_ids(tokenizer)
+            stop_token_ids if stop_token_ids is not None else stop_token_ids_for(tokenizer)
         )
         self.backend_name = backend
         self.cache_bytes = cache_bytes
@@ -115,24 +107,17 @@ class GrammarCompiler:
         self.max_whitespace = max_whitespace
         self.allow_extra_properties = allow_extra_properties
         self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
-        self._backend: Any
-        if backend == "xgrammar":
-            from grammars.backends.xgrammar_backend import XGrammarBackend
-
-            self._backend = XGrammarBackend(
-                tokenizer, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids,
-                max_whitespace=max_whitespace, max_threads=max_threads,
-                allow_extra_properties=allow_extra_properties,
-            )
-        elif backend == "outlines":
-            from grammars.backends.outlines_backend import OutlinesBackend
-
-            self._backend = OutlinesBackend(
-                tokenizer, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids,
-                max_whitespace=max_whitespace,
-            )
-        else:
-            raise GrammarError(f"unknown grammar backend {backend!r} (xgrammar | outlines)")
+        if backend not in BACKENDS:
+            raise GrammarError(f"unknown grammar backend {backend!r} ({' | '.join(BACKENDS)})")
+        self._backend_options: dict[str, Any] = {
+            "vocab_size": self.vocab_size, "stop_token_ids": self.stop_token_ids,
+            "max_whitespace": max_whitespace, "max_threads": max_threads,
+            "allow_extra_properties": allow_extra_properties,
+        }
+        self._backends: dict[str, Any] = {}
+        self._backend_lock = threading.Lock()
+        for name in ("xgrammar", "llguidance") if backend == "auto" else (backend,):
+            self._get_backend(name)  # tokenizer tables once, up front (≈1 s each on Qwen)
         self._max_threads = max_threads
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_threads, thread_name_prefix="grammar-compile"
@@ -140,12 +125,29 @@ class GrammarCompiler:
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], CompiledGrammar] = OrderedDict()
         self._cache_used = 0
+        self._pending: dict[tuple[Any, ...], concurrent.futures.Future[CompiledGrammar]] = {}
         self._hits = 0
         self._misses = 0
 
+    def _get_backend(self, name: str) -> Any:
+        with self._backend_lock:
+            backend = self._backends.get(name)
+            if backend is None:
+                backend = make_backend(name, self.tokenizer, **self._backend_options)
+                self._backends[name] = backend
+            return backend
+
     @property
     def supported_kinds(self) -> frozenset[str]:
-        return frozenset(self._backend.supported_kinds)
+        return frozenset().union(*(b.supported_kinds for b in self._backends.values()))
+
+    def backends_for(self, spec: GrammarSpec) -> tuple[str, ...]:
+        """The backends that may compile `spec`, tried in order: the configured one, or
+        under "auto" `grammars.backends.selection.auto_backends` (llguidance first for JSON
+        schemas, xgrammar when llguidance refuses the schema; xgrammar for the rest)."""
+        if self.backend_name != "auto":
+            return (self.backend_name,)
+        return auto_backends(spec)
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -157,10 +159,13 @@ class GrammarCompiler:
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         if not isinstance(spec, GrammarSpec):
             raise TypeError(f"compile() takes a GrammarSpec, got {type(spec).__name__}")
-        if spec.kind not in self._backend.supported_kinds:
+        names = self.backends_for(spec)
+        supported = [n for n in names if spec.kind in self._get_backend(n).supported_kinds]
+        if not supported:
+            kinds = self._get_backend(names[0]).supported_kinds
             raise GrammarError(
-                f"grammar kind '{spec.kind}' is not supported by the {self.backend_name} "
-                f"backend (supported: {', '.join(sorted(self._backend.supported_kinds))})"
+                f"grammar kind '{spec.kind}' is not supported by the {names[0]} "
+                f"backend (supported: {', '.join(sorted(kinds))})"
             )
         key = self._key(spec)
         with self._lock:
@@ -170,10 +175,52 @@ class GrammarCompiler:
                 self._hits += 1
                 return cached
             self._misses += 1
-        start = time.perf_counter()
-        future = self._executor.submit(self._backend.compile, spec)
+            pending = self._pending.get(key)
+            owner = pending is None
+            if owner:
+                pending = self._pending[key] = concurrent.futures.Future()
+        assert pending is not None
+        if not owner:  # the same spec is compiling for another request: share its result
+            try:
+                return pending.result(timeout=self.compile_timeout_s)
+            except concurrent.futures.TimeoutError as exc:
+                raise GrammarError(f"{spec.kind} grammar compilation exceeded "
+                                   f"{self.compile_timeout_s:g} s") from exc
         try:
-            handle, size = future.result(timeout=self.compile_timeout_s)
+            compiled = self._compile_first(spec, supported)
+        except BaseException as exc:
+            pending.set_exception(exc)
+            raise
+        else:
+            pending.set_result(compiled)
+            self._insert(key, compiled)
+            return compiled
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
+
+    def _compile_first(self, spec: GrammarSpec, names: Sequence[str]) -> CompiledGrammar:
+        """Compile with the first backend that accepts `spec` within the time limit."""
+        start = time.perf_counter()
+        first_error: GrammarError | None = None
+        for name in names:
+            remaining = self.compile_timeout_s - (time.perf_counter() - start)
+            try:
+                handle, size = self._run(self._get_backend(name).compile, spec, remaining)
+            except GrammarError as exc:
+                first_error = first_error or exc
+                continue
+            return CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self)
+        assert first_error is not None
+        raise first_error
+
+    def _run(self, fn: Any, spec: GrammarSpec, timeout: float) -> tuple[Any, int]:
+        if timeout <= 0:
+            raise GrammarError(
+                f"{spec.kind} grammar compilation exceeded {self.compile_timeout_s:g} s")
+        future = self._executor.submit(fn, spec)
+        try:
+            return future.result(timeout=timeout)  # type: ignore[no-any-return]
         except concurrent.futures.TimeoutError as exc:
             # the backend call cannot be interrupted: give it up to its thread and move on to a
             # fresh pool, so later compiles never queue behind a runaway one
@@ -185,10 +232,6 @@ class GrammarCompiler:
             raise GrammarError(
                 f"{spec.kind} grammar compilation exceeded {self.compile_timeout_s:g} s"
             ) from exc
-        compiled = CompiledGrammar(spec, self.backend_name, size, time.perf_counter() - start,
-                                   handle, self)
-        self._insert(key, compiled)
-        return compiled
 
     async def compile_async(self, spec: GrammarSpec) -> CompiledGrammar:
         return await asyncio.to_thread(self.compile, spec)
@@ -216,6 +259,6 @@ class GrammarCompiler:
             self._cache_used = 0
 
     def allocate_bitmask(self, rows: int) -> Any:  # -> int32 [rows, ceil(V/32)], all allowed
-        import torch
+        from tokenmask import allocate_token_bitmask
 
-        return torch.full((rows, (self.vocab_size + 31) // 32), -1, dtype=torch.int32)
+        return allocate_token_bitmask(rows, self.vocab_size)

@@ -3,7 +3,9 @@
 Contract:
 - `check_strict_schema(schema, *, param)` raises GrammarError naming the first keyword (or
   `format` value) that no backend grammar can enforce, with the JSON pointer of the
-  subschema that holds it, e.g. ``unsupported keyword 'not' at /properties/foo``. It is run
+  subschema that holds it, e.g. ``unsupported keyword 'not' at /properties/foo``, and the
+  first keyword JSON Schema does not define at all (a typo such as `maxLenght`, a vendor
+  `x-...` keyword): ``unknown keyword 'maxLenght' at /properties/foo``. It is run
   for every request with `strict: true` (response_format json_schema, strict tools); such a
   request is refused, never silently loosened.
 - Non-strict requests are best effort, by these documented rules:
@@ -37,6 +39,7 @@ Knows nothing of tokenizers or of how the grammar is compiled.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,6 +63,17 @@ UNENFORCED = frozenset(
         "contentEncoding", "contentSchema", "uniqueItems", "oneOf", "allOf", "additionalItems",
     }
 )
+# standard keywords that only annotate or organise (nothing to enforce); with ENFORCED and
+# UNENFORCED they are every keyword a strict schema may use: any other key in a subschema
+# is unknown (a typo such as "maxLenght", or a vendor keyword) and refused in strict mode
+ANNOTATIONS = frozenset(
+    {
+        "$vocabulary", "$recursiveRef", "$recursiveAnchor", "$dynamicAnchor", "$anchor",
+        "$id", "$schema", "$comment", "$defs", "definitions", "title", "description",
+        "default", "examples", "readOnly", "writeOnly", "deprecated",
+    }
+)
+KNOWN = ENFORCED | UNENFORCED | ANNOTATIONS
 ENFORCED_FORMATS = frozenset(
     {
         "date", "time", "date-time", "duration", "email", "uuid", "ipv4", "ipv6", "hostname",
@@ -116,13 +130,17 @@ def _unenforced_here(sub: dict[str, Any]) -> str | None:
 
 
 def check_strict_schema(schema: Any, *, param: str | None = None) -> None:
-    """Raise GrammarError for the first keyword a strict request cannot have enforced."""
+    """Raise GrammarError for the first keyword a strict request cannot have enforced:
+    an unknown one (not in KNOWN: a typo or a vendor keyword) or an UNENFORCED one."""
     if isinstance(schema, bool):
         return
     if not isinstance(schema, dict):
         raise GrammarError("a JSON schema must be an object or a boolean", param=param)
     for pointer, sub in iter_subschemas(schema):
         where = pointer or "/"
+        unknown = next((key for key in sub if key not in KNOWN), None)
+        if unknown is not None:
+            raise GrammarError(f"unknown keyword '{unknown}' at {where}", param=param)
         key = _unenforced_here(sub)
         if key is not None:
             raise GrammarError(f"unsupported keyword '{key}' at {where}", param=param)
@@ -167,4 +185,34 @@ def open_memberless(schema: Any) -> Any:
             sub["additionalProperties"] = True
         if _has_type(sub, "array") and not any(key in sub for key in _ARRAY_MEMBER_KEYS):
             sub["items"] = True
+    return copy
+
+
+_ALLOF_MEMBER = re.compile(r"/allOf/\d+$")
+
+
+def close_unlisted(schema: Any) -> Any:
+    """A copy of `schema` where an object schema that lists members (`properties` /
+    `patternProperties`) but does not set `additionalProperties` / `unevaluatedProperties`
+    gets `additionalProperties: false` (names in its `required` count as listed: they are
+    added to `properties` as `true` when missing), and an array schema with `prefixItems` but no
+    `items` gets `items: false` (rule 1: xgrammar's `strict_mode`, for backends without it).
+    `allOf` members are left alone (closing one would refuse the members of the others).
+    The input is not modified."""
+    if not isinstance(schema, dict):
+        return schema
+    copy = json.loads(json.dumps(schema))
+    for pointer, sub in iter_subschemas(copy):
+        if _ALLOF_MEMBER.search(pointer):
+            continue
+        if (("properties" in sub or "patternProperties" in sub)
+                and "additionalProperties" not in sub and "unevaluatedProperties" not in sub):
+            sub["additionalProperties"] = False
+            listed = sub.setdefault("properties", {})
+            if isinstance(listed, dict) and isinstance(sub.get("required"), list):
+                for name in sub["required"]:  # a required name counts as listed
+                    if isinstance(name, str):
+                        listed.setdefault(name, True)
+        if ("prefixItems" in sub and "items" not in sub and "unevaluatedItems" not in sub):
+            sub["items"] = False
     return copy

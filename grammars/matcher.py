@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from tokenmask import allow_only_
+
 _STOP = -1  # marker in the history for an accepted stop token
 
 
@@ -174,8 +176,4 @@ class Matcher(ABC):
             raise ValueError(f"row {last_row} out of range for {bitmask.shape[0]} rows")
 
     def _fill_stop_only(self, bitmask: torch.Tensor, row: int) -> None:
-        bitmask[row].zero_()
-        for token in self.stop_token_ids:
-            word, bit = divmod(token, 32)
-            value = int(bitmask[row, word]) | (1 << bit)
-            bitmask[row, word] = value - (1 << 32) if value >= 1 << 31 else value
+        allow_only_(bitmask, row, self.stop_token_ids)

@@ -15,7 +15,7 @@ Peers:
   own `contrib.hf.LogitsProcessor` fails under assisted generation). HF runs one processor
   list on the assistant and the target, so its draft is masked as well;
 - `vllm-native`, `vllm-native-fixed`, `specgate-vllm`: from `benchmarks.vllm_configs`
-  (`run_vllm_config`), owned by the vLLM engineer; rows are marked unavailable when it is absent.
+  (`run_vllm_config`); rows are marked unavailable when vLLM is not installed.
 
 Knows nothing about workloads or timing.
 """

@@ -3,7 +3,7 @@
 `TorchRunner(target_model, draft_model, tokenizer)` holds the loaded pair and one
 `GrammarCompiler` per whitespace bound. `run(workload, case, config, k=, temperature=,
 max_tokens=, seed=)` builds the prompt with the tokenizer's chat template (tools rendered
-by it, as the gateway does: `gateway.prompting.render_chat`), the grammar with
+by it, as the gateway does: `engine.prompts.render_chat`), the grammar with
 `grammars.spec_from_request` on the case's OpenAI-shaped body, then drives
 `SpecDecoder.new_sequence` / `step` and reads `RequestStats` deltas after every step (strays
 near the start, decode-only times). The same seed gives every configuration the same
@@ -23,13 +23,13 @@ from benchmarks.suite.workloads import Case, Workload
 
 class TorchRunner:
     def __init__(self, *, target_model: Any, draft_model: Any | None, tokenizer: Any) -> None:
-        from engine.decoder import stop_token_ids
+        from engine.loader import model_stop_token_ids
 
         self.target_model = target_model
         self.draft_model = draft_model
         self.tokenizer = tokenizer
         self.logits_width = int(target_model.get_output_embeddings().weight.shape[0])
-        self.stop_ids = sorted(stop_token_ids(target_model, tokenizer))
+        self.stop_ids = model_stop_token_ids(target_model, tokenizer)
         self._compilers: dict[int, Any] = {}
         self._grammars: dict[tuple[int, str], Any] = {}
         self._decoders: dict[tuple[str, int], Any] = {}
@@ -58,11 +58,12 @@ class TorchRunner:
         return self._grammars[key]
 
     def prompt_ids(self, case: Case) -> list[int]:
-        from gateway.prompting import encode_text, render_chat
+        from engine.prompts import encode_text, render_chat
 
         return encode_text(self.tokenizer, render_chat(self.tokenizer, case.messages, case.tools))
 
     def decoder(self, config_name: str, k: int) -> Any:
+        from engine.config import EngineConfig
         from engine.decoder import SpecDecoder
 
         config = TORCH_CONFIGS[config_name]
@@ -73,8 +74,10 @@ class TorchRunner:
             self._decoders[key] = SpecDecoder(
                 target_model=self.target_model, tokenizer=self.tokenizer,
                 draft_model=self.draft_model if config.drafter == "model" else None,
-                drafter=config.drafter, k=key[1], draft_mask=config.draft_mask,
-                unmasked_mode=config.unmasked_mode,
+                config=EngineConfig(
+                    model="bench-target", draft_model="bench-draft", drafter=config.drafter, k=key[1],
+                    draft_mask=config.draft_mask, unmasked_mode=config.unmasked_mode,
+                ),
             )
         return self._decoders[key]
 

@@ -1,6 +1,6 @@
-"""The vLLM rows (`vllm-native`, `vllm-native-fixed`, `specgate-vllm`), from the vLLM
-engineer's `benchmarks.vllm_configs.run_vllm_config(config_name, prompts, *, max_tokens,
-temperature, k) -> list[dict]` when that module exists.
+"""The vLLM rows (`vllm-native`, `vllm-native-fixed`, `specgate-vllm`), from
+`benchmarks.vllm_configs.run_vllm_config(config_name, prompts, *, max_tokens, temperature, k)
+-> list[dict]`.
 
 `vllm_records(workloads, config, ...)` passes every case of the workloads, in one call (one
 engine start per configuration), as OpenAI-shaped bodies (`messages`, `tools`, plus the
@@ -8,13 +8,12 @@ case's grammar fields) and maps each returned dict onto a `RequestRecord` by key
 `completion_tokens`, `steps`, `draft_tokens`, `accepted_tokens`, `latency_s`,
 `finish_reason`, `error`); keys it does not return stay None. Timing is end to end
 (`timing="e2e"`: vLLM's results do not split the prefill off).
-`vllm_unavailable_reason()` says why the rows cannot be measured (module missing, vllm not
-importable), or None. Never fabricates a number. Knows nothing about aggregation.
+`vllm_unavailable_reason()` says why the rows cannot be measured (vllm not importable), or
+None. Never fabricates a number. Knows nothing about aggregation.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from typing import Any
 
@@ -24,16 +23,8 @@ from benchmarks.suite.workloads import Workload
 
 
 def vllm_unavailable_reason() -> str | None:
-    if importlib.util.find_spec("benchmarks.vllm_configs") is None:
-        return "benchmarks/vllm_configs.py (run_vllm_config) does not exist yet"
     if importlib.util.find_spec("vllm") is None:
-        return "vllm is not installed in this environment"
-    try:
-        module = importlib.import_module("benchmarks.vllm_configs")
-    except Exception as exc:  # a broken optional peer is reported, not fatal
-        return f"benchmarks.vllm_configs does not import: {type(exc).__name__}: {exc}"
-    if not callable(getattr(module, "run_vllm_config", None)):
-        return "benchmarks.vllm_configs has no run_vllm_config"
+        return "vllm is not installed in this environment (SPECGATE_SKIP_VLLM=1 at bootstrap?)"
     return None
 
 
@@ -55,7 +46,7 @@ def vllm_records(
         for record in records:
             record.error = f"unavailable: {reason}"
         return records
-    module = importlib.import_module("benchmarks.vllm_configs")
+    from benchmarks import vllm_configs as module
     try:
         results = module.run_vllm_config(config, [_body(case) for _, case in pairs],
                                          max_tokens=max_tokens, temperature=temperature, k=k)

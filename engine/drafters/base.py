@@ -1,8 +1,10 @@
 """The drafter contract: propose up to K draft tokens for one sequence, leaving its matcher
 in the state it found it.
 
-`Proposal.draft_probs` is the q the rejection sampler must use: float32 [n, V] from a
-model drafter (masked or raw, as drafted), or None for model-free drafts (q = one-hot).
+A drafter sees a sequence only through `DraftContext` (committed tokens, matcher, scratch
+mask, the request's transform T and generator, its draft KV cache, its stop rule).
+`Proposal.draft_probs` is the q the rejection sampler must use: float32 [n, V] from a model
+drafter (masked or raw, as drafted), or None for model-free drafts (q = one-hot).
 Masked drafters never propose a token the grammar refuses and stop after a token that
 terminates the grammar (or, without a grammar, after a stop token). An unmasked drafter may
 end its proposal with ONE refused token (`ends_refused`), which verification rejects with
@@ -17,46 +19,64 @@ next guess if the grammar allows it; the first refused guess ends the proposal.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import torch
 
-from engine.masks import forced_token, token_allowed
+from tokenmask import forced_token, token_allowed
 
 if TYPE_CHECKING:
-    from engine.sequence import Sequence
+    from engine.kv_cache import KVCache
+    from engine.transform import RequestTransform
+    from grammars import Matcher
 
 
-@dataclass
+class DraftContext(Protocol):
+    """What a drafter may read (and, for the matcher / draft cache / generator, use) of a
+    sequence; `engine.sequence_state.SequenceState` provides it."""
+
+    tokens: list[int]
+    matcher: Matcher | None
+    draft_bitmask: torch.Tensor     # int32 [1, W]: scratch row
+    draft_kv: KVCache | None
+    transform: RequestTransform
+    generator: torch.Generator
+
+    @property
+    def output_ids(self) -> list[int]: ...
+
+    def stops_on(self, token: int) -> bool: ...
+
+
+@dataclass(frozen=True)
 class Proposal:
-    token_ids: list[int]
+    token_ids: list[int] = field(default_factory=list)
     draft_probs: torch.Tensor | None = None  # float32 [n, V]; None = one-hot at token_ids
     ends_refused: bool = False               # the last token is refused by the grammar
     forwards: int = 0                        # draft-model forwards spent
-
-
-EMPTY = Proposal(token_ids=[])
+    dropped: int = 0                         # drafted tokens the grammar refused, cut before verification
 
 
 class Drafter(Protocol):
     name: str
 
-    def propose(self, seq: Sequence, *, k: int) -> Proposal: ...
+    def propose(self, ctx: DraftContext, *, k: int) -> Proposal: ...
 
 
 def walk_forced_and_lookup(
-    seq: Sequence, *, k: int, guess: Callable[[list[int]], list[int]] | None
+    ctx: DraftContext, *, k: int, guess: Callable[[list[int]], list[int]] | None
 ) -> Proposal:
     """One-hot drafts: grammar-forced tokens, else `guess(drafts_so_far)` continuations.
 
-    `guess` returns the drafter's continuation after `seq.tokens + drafts` (possibly empty);
+    `guess` returns the drafter's continuation after `ctx.tokens + drafts` (possibly empty);
     None means forced tokens only. Matcher state is restored before returning.
     """
-    matcher = seq.matcher
+    matcher = ctx.matcher
     drafts: list[int] = []
     pending_guess: list[int] = []
     advanced = 0
+    dropped = 0
     try:
         while len(drafts) < k:
             forced = None
@@ -64,8 +84,8 @@ def walk_forced_and_lookup(
             if matcher is not None:
                 if matcher.is_terminated():
                     break
-                row = seq.draft_bitmask[0]
-                matcher.fill_mask(seq.draft_bitmask, row=0)
+                row = ctx.draft_bitmask[0]
+                matcher.fill_mask(ctx.draft_bitmask, row=0)
                 forced = forced_token(row)
             if forced is not None:
                 token = forced
@@ -82,6 +102,7 @@ def walk_forced_and_lookup(
                     break
                 token = pending_guess.pop(0)
                 if row is not None and not token_allowed(row, token):
+                    dropped = 1
                     break  # truncate at the first refused guess
             drafts.append(token)
             if matcher is not None:
@@ -89,9 +110,9 @@ def walk_forced_and_lookup(
                     drafts.pop()
                     break
                 advanced += 1
-            elif token in seq.stop_token_ids and not seq.request.sampling.ignore_eos:
+            elif ctx.stops_on(token):
                 break
     finally:
         if matcher is not None and advanced:
             matcher.rollback(advanced)
-    return Proposal(token_ids=drafts)
+    return Proposal(token_ids=drafts, dropped=dropped)

@@ -3,21 +3,16 @@ no draft forward). Without a grammar it proposes nothing."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from engine.drafters.base import EMPTY, Proposal, walk_forced_and_lookup
-
-if TYPE_CHECKING:
-    from engine.sequence import Sequence
+from engine.drafters.base import DraftContext, Proposal, walk_forced_and_lookup
 
 
 class ForcedDrafter:
     name = "forced"
 
-    def propose(self, seq: Sequence, *, k: int) -> Proposal:
-        if seq.matcher is None or k <= 0:
-            return EMPTY
-        return walk_forced_and_lookup(seq, k=k, guess=None)
+    def propose(self, ctx: DraftContext, *, k: int) -> Proposal:
+        if ctx.matcher is None or k <= 0:
+            return Proposal()
+        return walk_forced_and_lookup(ctx, k=k, guess=None)
 
 
 class NoDrafter:
@@ -25,5 +20,5 @@ class NoDrafter:
 
     name = "none"
 
-    def propose(self, seq: Sequence, *, k: int) -> Proposal:
-        return EMPTY
+    def propose(self, ctx: DraftContext, *, k: int) -> Proposal:
+        return Proposal()

@@ -4,15 +4,10 @@ are proposed for free; a guess the grammar refuses ends the proposal (never prop
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from engine.drafters.base import Proposal, walk_forced_and_lookup
+from engine.drafters.base import DraftContext, Proposal, walk_forced_and_lookup
 from engine.drafters.lookup import lookup_continuation
-
-if TYPE_CHECKING:
-    from engine.sequence import Sequence
 
 
 class NgramDrafter:
@@ -24,15 +19,15 @@ class NgramDrafter:
         self.n_max = n_max
         self.n_min = n_min
 
-    def propose(self, seq: Sequence, *, k: int) -> Proposal:
+    def propose(self, ctx: DraftContext, *, k: int) -> Proposal:
         if k <= 0:
-            return Proposal(token_ids=[])
+            return Proposal()
 
         def guess(drafts: list[int]) -> list[int]:
-            context = seq.tokens + drafts
+            context = ctx.tokens + drafts
             corpus = torch.tensor(context, dtype=torch.long)
             return lookup_continuation(
                 context, corpus, n_max=self.n_max, n_min=self.n_min, k=k, exclude_tail=True
             )
 
-        return walk_forced_and_lookup(seq, k=k, guess=guess)
+        return walk_forced_and_lookup(ctx, k=k, guess=guess)

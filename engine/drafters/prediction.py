@@ -8,15 +8,10 @@ a predicted token the grammar refuses ends the proposal.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from engine.drafters.base import Proposal, walk_forced_and_lookup
+from engine.drafters.base import DraftContext, Proposal, walk_forced_and_lookup
 from engine.drafters.lookup import lookup_continuation
-
-if TYPE_CHECKING:
-    from engine.sequence import Sequence
 
 
 class PredictionDrafter:
@@ -35,9 +30,9 @@ class PredictionDrafter:
             output, self.corpus, n_max=self.n_max, n_min=self.n_min, k=k, exclude_tail=False
         )
 
-    def propose(self, seq: Sequence, *, k: int) -> Proposal:
+    def propose(self, ctx: DraftContext, *, k: int) -> Proposal:
         if k <= 0 or not self.prediction:
-            return Proposal(token_ids=[])
+            return Proposal()
         return walk_forced_and_lookup(
-            seq, k=k, guess=lambda drafts: self.continuation(seq.output_ids + drafts, k=k)
+            ctx, k=k, guess=lambda drafts: self.continuation(ctx.output_ids + drafts, k=k)
         )

@@ -7,8 +7,8 @@ outputs, speculative config. Pure functions; vLLM is imported lazily inside them
   vLLM's xgrammar backend recompiles it to the same token masks. Reads the xgrammar handle
   inside `CompiledGrammar` (the grammars package exposes no public accessor for it).
 - `sampling_params_for(request, ...)`: streaming DELTA outputs, the request's sampling
-  options, stop strings/ids, the grammar, and the per-request draft-mask switch
-  (`extra_args["specgate_draft_mask"]`, read by the plugin in the worker).
+  options, stop strings/ids, the grammar, and the request's draft-mask switch
+  (`request.draft_mask` → `extra_args["specgate_draft_mask"]`, read by the plugin in the worker).
 - `speculative_config_for(config, draft_model_path=...)`: `--drafter model|ngram|none`, `-k`.
 
 Knows nothing of HTTP or of how the engine runs.
@@ -17,15 +17,15 @@ Knows nothing of HTTP or of how the engine runs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from engine.types import EngineConfig, GenerationRequest
+from engine.config import EngineConfig
+from engine.types import GenerationRequest
 
 if TYPE_CHECKING:
     from grammars import CompiledGrammar
 
 DRAFT_MASK_ARG = "specgate_draft_mask"
-DraftSample = Literal["probabilistic", "greedy"]
 
 
 def grammar_source(compiled: CompiledGrammar) -> str:
@@ -41,7 +41,6 @@ def sampling_params_for(
     request: GenerationRequest,
     *,
     stop_token_ids: Sequence[int] = (),
-    draft_mask: bool | None = None,
 ) -> Any:
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
@@ -51,8 +50,8 @@ def sampling_params_for(
     if request.grammar is not None:
         structured = StructuredOutputsParams(grammar=grammar_source(request.grammar))
     extra: dict[str, Any] = {}
-    if draft_mask is not None:
-        extra[DRAFT_MASK_ARG] = bool(draft_mask)
+    if request.draft_mask is not None:
+        extra[DRAFT_MASK_ARG] = bool(request.draft_mask)
     return SamplingParams(
         n=1,
         temperature=s.temperature,
@@ -76,7 +75,6 @@ def speculative_config_for(
     config: EngineConfig,
     *,
     draft_model_path: str | None,
-    draft_sample: DraftSample = "probabilistic",
 ) -> dict[str, Any] | None:
     """vLLM `speculative_config` for the engine config; None without speculation."""
     if config.drafter == "none" or config.k == 0:
@@ -88,7 +86,7 @@ def speculative_config_for(
             "method": "draft_model",
             "model": draft_model_path,
             "num_speculative_tokens": config.k,
-            "draft_sample_method": draft_sample,
+            "draft_sample_method": config.vllm.draft_sample,
         }
     if config.drafter == "ngram":
         return {

@@ -1,4 +1,5 @@
-"""`specgate generate`: one prompt through the torch engine, optionally grammar-constrained.
+"""`specgate generate`: one prompt through the engine `specgate serve` would build (same
+engine flags, generated from the settings), optionally grammar-constrained.
 
 The prompt is one user message under the model's chat template. The grammar comes from
 `grammars.spec_from_request` on an equivalent OpenAI request body (the same path the server
@@ -32,16 +33,13 @@ def _request_body(args: argparse.Namespace) -> dict[str, Any] | None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from engine import EngineConfig, GenerationRequest, SamplingOptions
-    from engine.build import build_engine
+    from engine import GenerationRequest, SamplingOptions, build_engine
+    from gateway.cli.flags import settings_overrides
+    from gateway.settings import GatewaySettings
     from grammars import spec_from_request
 
-    drafter = args.drafter or ("model" if args.draft_model else "none")
-    config = EngineConfig(
-        model=args.model, draft_model=args.draft_model, drafter=drafter, k=args.k,  # type: ignore[arg-type]
-        draft_mask=args.draft_mask == "on", dtype=args.dtype, max_num_seqs=1,
-    )
-    engine = build_engine(config)
+    settings = GatewaySettings(**settings_overrides(args, GatewaySettings))
+    engine = build_engine(settings.engine_config())
     body = _request_body(args)
     grammar = None
     if body is not None:
@@ -85,13 +83,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("generate", help="generate once with the torch engine (speculative, grammar-masked)")
-    p.add_argument("--model", required=True, help="registered model name or local directory")
-    p.add_argument("--draft-model", default=None)
-    p.add_argument("--drafter", choices=["model", "ngram", "forced", "none"], default=None)
-    p.add_argument("-k", type=int, default=4, help="draft tokens per step")
-    p.add_argument("--draft-mask", choices=["on", "off"], default="on")
-    p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
+    from gateway.cli.flags import add_settings_flags
+    from gateway.settings import ENGINE_FIELDS, GatewaySettings
+
+    p = subparsers.add_parser("generate", help="generate once (speculative, grammar-masked), as `serve` would")
+    add_settings_flags(p, GatewaySettings, only=ENGINE_FIELDS)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=None)

@@ -1,8 +1,8 @@
 """`specgate serve`: run the OpenAI-compatible gateway under uvicorn.
 
-Flags override `SPECGATE_*` environment variables (pydantic-settings); anything not given
-keeps its env/default value. Heavy imports happen inside `run`. `--engine vllm` exits with a
-clear message when this build has no vLLM engine.
+Flags are generated from `GatewaySettings` (`gateway.cli.flags`) and override `SPECGATE_*`
+environment variables; anything not given keeps its env/default value. Heavy imports happen
+inside `run`. `--engine vllm` exits with a clear message when this build has no vLLM.
 """
 
 from __future__ import annotations
@@ -13,61 +13,38 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
+    from gateway.cli.flags import add_settings_flags
+    from gateway.settings import GatewaySettings
+
     p: argparse.ArgumentParser = subparsers.add_parser(
         "serve", help="run the OpenAI-compatible HTTP server",
         description="Serve /v1/chat/completions, /v1/completions, /v1/models, /health and /metrics.",
     )
-    S = argparse.SUPPRESS
-    p.add_argument("--model", default=S, help="target model name or path (default qwen2.5-coder-1.5b)")
-    p.add_argument("--draft-model", dest="draft_model", default=S,
-                   help="draft model name or path (default qwen2.5-coder-0.5b)")
-    p.add_argument("--drafter", choices=["model", "ngram", "forced", "none"], default=S,
-                   help="draft source (default model)")
-    p.add_argument("-k", "--k", type=int, default=S, help="draft tokens per step (default 4)")
-    p.add_argument("--draft-mask", dest="draft_mask", choices=["on", "off"], default=S,
-                   help="apply the grammar mask to the draft too (default on)")
-    p.add_argument("--engine", choices=["torch", "vllm"], default=S, help="engine backend (default torch)")
-    p.add_argument("--host", default=S, help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=S, help="port (default 8000)")
-    p.add_argument("--api-key", dest="api_key", default=S, help="require 'Authorization: Bearer <key>'")
-    p.add_argument("--dtype", default=S, help="model dtype (default bfloat16)")
-    p.add_argument("--device", default=S, help="torch device (default cpu)")
-    p.add_argument("--max-model-len", dest="max_model_len", type=int, default=S)
-    p.add_argument("--served-model-name", dest="served_model_name", default=S)
-    p.add_argument("--max-concurrent-requests", dest="max_concurrent_requests", type=int, default=S)
-    p.add_argument("--max-queue", dest="max_queue", type=int, default=S)
-    p.add_argument("--max-tokens-cap", dest="max_tokens_cap", type=int, default=S)
-    p.add_argument("--max-body-bytes", dest="max_body_bytes", type=int, default=S)
-    p.add_argument("--stats-log-interval", dest="stats_log_interval_s", type=float, default=S,
-                   help="seconds between speculation log lines (0: off; default 10)")
-    p.add_argument("--log-level", dest="log_level", default=S)
+    add_settings_flags(p, GatewaySettings)
     p.set_defaults(func=run)
 
 
-_SETTING_KEYS = (
-    "model", "draft_model", "drafter", "k", "draft_mask", "engine", "host", "port", "api_key", "dtype",
-    "device", "max_model_len", "served_model_name", "max_concurrent_requests", "max_queue",
-    "max_tokens_cap", "max_body_bytes", "stats_log_interval_s", "log_level",
-)
-
-
 def settings_from_args(args: argparse.Namespace) -> Any:
+    from gateway.cli.flags import settings_overrides
     from gateway.settings import GatewaySettings
 
-    overrides = {key: getattr(args, key) for key in _SETTING_KEYS if hasattr(args, key)}
-    if "draft_mask" in overrides:
-        overrides["draft_mask"] = overrides["draft_mask"] == "on"
-    return GatewaySettings(**overrides)
+    return GatewaySettings(**settings_overrides(args, GatewaySettings))
 
 
 def run(args: argparse.Namespace) -> int:
     import logging
 
     import uvicorn
+    from pydantic import ValidationError
 
-    from gateway.app import EngineUnavailableError, create_app
+    from engine import EngineUnavailableError
+    from gateway.app import create_app
 
-    settings = settings_from_args(args)
+    try:
+        settings = settings_from_args(args)
+    except ValidationError as exc:
+        print(f"specgate serve: invalid settings: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         app = create_app(settings)

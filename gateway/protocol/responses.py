@@ -1,7 +1,8 @@
 """Builders for OpenAI response objects (plain dicts, exactly OpenAI's shapes).
 
 `usage()` folds per-choice engine statistics into `CompletionUsage` plus the specgate
-extension `usage.speculative = {draft_tokens, accepted_tokens, acceptance_rate, steps}`;
+extension `usage.speculative = {proposed_tokens, draft_tokens (verified), accepted_tokens,
+acceptance_rate (accepted / proposed), steps}`;
 with a `prediction`, `completion_tokens_details.accepted_prediction_tokens` /
 `rejected_prediction_tokens` count the predicted drafts (grammar-forced drafts excluded)
 that were accepted / rejected. Knows nothing of engines
@@ -34,6 +35,7 @@ def now() -> int:
 class StatsLike(Protocol):
     prompt_tokens: int
     completion_tokens: int
+    proposed_tokens: int
     draft_tokens: int
     accepted_tokens: int
     forced_draft_tokens: int
@@ -50,6 +52,7 @@ def usage(
     """Usage over the choices of one request (the prompt is counted once)."""
     completion = sum(s.completion_tokens for s in stats)
     drafted = sum(s.draft_tokens for s in stats)
+    proposed = sum(max(s.proposed_tokens, s.draft_tokens) for s in stats)
     accepted = sum(s.accepted_tokens for s in stats)
     steps = sum(s.steps for s in stats)
     details: dict[str, int] = {"reasoning_tokens": 0, "audio_tokens": 0}
@@ -68,9 +71,10 @@ def usage(
         "completion_tokens_details": details,
         "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
         "speculative": {
+            "proposed_tokens": proposed,
             "draft_tokens": drafted,
             "accepted_tokens": accepted,
-            "acceptance_rate": (accepted / drafted) if drafted else 0.0,
+            "acceptance_rate": (accepted / proposed) if proposed else 0.0,
             "steps": steps,
         },
     }

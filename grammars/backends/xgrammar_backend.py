@@ -19,7 +19,6 @@ Knows nothing of caching, timeouts, sampling or HTTP.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf, sql_ebnf_bounded
 from grammars.tools import structural_tag
+from grammars.whitespace import WhitespaceCap
 
 
 class XGrammarMatcher(Matcher):
@@ -72,61 +72,6 @@ class XGrammarMatcher(Matcher):
 
     def _jump_forward(self) -> str:
         return str(self._matcher.find_jump_forward_string())
-
-
-class WhitespaceCap:
-    """Caps runs of whitespace (the bytes of `chars`) at `limit` characters, across tokens.
-
-    For grammars whose whitespace is an unbounded inline `[ \\t\\n]*` (cheap masks: a
-    bounded `{0,n}` repetition makes xgrammar 4x (JSON) to 1000x (SQL) slower) but must
-    stay bounded (vLLM #38696). Per token, from the decoded vocabulary, once per tokenizer:
-    its leading run, its longest inner run, its trailing run and whether it is all
-    whitespace. `allowed_after(run)` is an int32 word mask [W] of the tokens that keep
-    every run <= limit after a current trailing run of `run`.
-    """
-
-    def __init__(self, decoded_vocab: Sequence[bytes], *, vocab_size: int, limit: int,
-                 chars: bytes = b" \t\n") -> None:
-        self.limit = limit
-        run_re = re.compile(b"[" + re.escape(chars) + b"]+")
-        count = len(decoded_vocab)
-        self._lead = [0] * count
-        self._tail = [0] * count
-        self._all_ws = [False] * count
-        inner_ok = torch.ones(vocab_size, dtype=torch.bool)
-        for token_id, raw in enumerate(decoded_vocab):
-            runs = [len(run) for run in run_re.findall(raw)]
-            if not runs:
-                continue
-            stripped = raw.lstrip(chars)
-            self._lead[token_id] = len(raw) - len(stripped)
-            self._tail[token_id] = len(raw) - len(raw.rstrip(chars))
-            self._all_ws[token_id] = not stripped
-            if max(runs) > limit:
-                inner_ok[token_id] = False
-        lead = torch.zeros(vocab_size, dtype=torch.int64)
-        lead[:count] = torch.tensor(self._lead, dtype=torch.int64)
-        self._masks = [_pack(inner_ok & (lead <= limit - run)) for run in range(limit + 1)]
-
-    def run_after(self, run: int, token_id: int) -> int | None:
-        """The trailing run after `token_id`, or None when it would pass the limit."""
-        if token_id >= len(self._lead):
-            return 0
-        if run + self._lead[token_id] > self.limit:
-            return None
-        if self._all_ws[token_id]:
-            return run + self._lead[token_id]
-        return self._tail[token_id]
-
-    def allowed_after(self, run: int) -> torch.Tensor:  # [W] int32
-        return self._masks[min(run, self.limit)]
-
-
-def _pack(allowed: torch.Tensor) -> torch.Tensor:  # [V] bool -> [ceil(V/32)] int32
-    padded = torch.zeros((allowed.numel() + 31) // 32 * 32, dtype=torch.int64)
-    padded[: allowed.numel()] = allowed.to(torch.int64)
-    words = (padded.view(-1, 32) << torch.arange(32, dtype=torch.int64)).sum(dim=1)
-    return torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
 
 
 def _error_reason(exc: Exception) -> str:

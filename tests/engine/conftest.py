@@ -25,13 +25,11 @@ def tiny_pair(tiny_target_dir: pathlib.Path, tiny_draft_dir: pathlib.Path) -> tu
 
 @pytest.fixture(scope="session")
 def grammar_compiler(tiny_pair: tuple[Any, Any, Any]) -> Any:
-    from engine.decoder import stop_token_ids
+    from engine.loader import model_stop_token_ids
     from grammars import GrammarCompiler
 
     target, _, tokenizer = tiny_pair
-    return GrammarCompiler(
-        tokenizer, vocab_size=QWEN_LOGITS, stop_token_ids=sorted(stop_token_ids(target, tokenizer))
-    )
+    return GrammarCompiler(tokenizer, vocab_size=QWEN_LOGITS, stop_token_ids=model_stop_token_ids(target, tokenizer))
 
 
 @pytest.fixture(scope="session")
@@ -54,10 +52,15 @@ def make_decoder(tiny_pair: tuple[Any, Any, Any]) -> Callable[..., Any]:
     target, draft, tokenizer = tiny_pair
 
     def make(**kwargs: Any) -> SpecDecoder:
+        """A decoder on the tiny pair; `kwargs` are `EngineConfig` fields (model names are
+        placeholders: the loaded tiny models are passed in)."""
+        from engine.config import EngineConfig
+
         kwargs.setdefault("drafter", "model")
         use_draft = kwargs["drafter"] == "model"
+        config = EngineConfig(model="tiny-target", draft_model="tiny-draft" if use_draft else None, **kwargs)
         return SpecDecoder(
-            target_model=target, draft_model=draft if use_draft else None, tokenizer=tokenizer, **kwargs
+            target_model=target, draft_model=draft if use_draft else None, tokenizer=tokenizer, config=config
         )
 
     return make

@@ -143,3 +143,32 @@ def test_adaptive_k_tracks_acceptance_and_costs() -> None:
     for _ in range(ctl.probe_every):
         ctl.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=0.1)
     assert ctl.choose_k() == 1  # periodic re-probe
+
+
+async def test_engine_protocol_and_per_request_draft_mask(engine_factory: Any) -> None:
+    """The torch engine is an `Engine`; a request's `draft_mask` switches the draft mask for
+    that request only: greedy output identical, the unmasked draft strays off the grammar."""
+    from engine import Engine
+    from grammars import spec_from_request
+
+    engine = engine_factory(k=4)
+    assert isinstance(engine, Engine)
+    body = {"structured_outputs": {"regex": "(yes|no|maybe) [0-9]{2}"}}
+    grammar = engine.grammar_compiler.compile(spec_from_request(body))
+    tok = engine.tokenizer
+    await engine.start()
+    try:
+        runs = {}
+        for mask in (True, False, None):
+            request = _req(tok, f"m{mask}", "Answer:", max_tokens=12, ignore_eos=False)
+            request.grammar, request.draft_mask = grammar, mask
+            runs[mask] = await _collect(engine, request)
+    finally:
+        await engine.shutdown()
+    assert runs[True][0] == runs[False][0] == runs[None][0]
+    assert runs[True][2].stats.draft_strays == 0 and runs[None][2].stats.draft_strays == 0
+    unmasked, masked = runs[False][2].stats, runs[True][2].stats
+    assert unmasked.draft_strays > 0
+    # the unmasked argmax draft's refused tokens were proposed but cut before verification
+    assert unmasked.proposed_tokens > unmasked.draft_tokens
+    assert masked.proposed_tokens == masked.draft_tokens

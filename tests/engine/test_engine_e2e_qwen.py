@@ -30,16 +30,19 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def qwen_decoders() -> Any:
-    from engine import loader
-    from engine.decoder import SpecDecoder, stop_token_ids
+def qwen_decoders(require_models: Any) -> Any:
+    from engine import EngineConfig, loader
+    from engine.decoder import SpecDecoder
     from grammars import GrammarCompiler
 
-    target, tok = loader.load("qwen2.5-coder-1.5b", dtype="float32", device="cpu")
-    draft, _ = loader.load("qwen2.5-coder-0.5b", dtype="float32", device="cpu")
-    plain = SpecDecoder(target_model=target, tokenizer=tok, drafter="none", k=0)
-    spec = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tok, drafter="model", k=4)
-    compiler = GrammarCompiler(tok, vocab_size=plain.logits_width, stop_token_ids=sorted(stop_token_ids(target, tok)))
+    require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")  # pulls if missing; fails, never skips
+    names = {"model": "qwen2.5-coder-1.5b", "draft_model": "qwen2.5-coder-0.5b", "dtype": "float32"}
+    target, tok = loader.load(names["model"], dtype="float32", device="cpu")
+    draft, _ = loader.load(names["draft_model"], dtype="float32", device="cpu")
+    plain = SpecDecoder(target_model=target, tokenizer=tok, config=EngineConfig(**names, drafter="none", k=0))
+    spec = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tok,
+                       config=EngineConfig(**names, drafter="model", k=4))
+    compiler = GrammarCompiler(tok, vocab_size=plain.logits_width, stop_token_ids=sorted(plain.stop_token_ids))
     return plain, spec, compiler, tok
 
 

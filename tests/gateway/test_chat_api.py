@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import jsonschema
 import pytest
+from gateway_harness import API_KEY
 from pydantic import BaseModel, Field
 
 PERSON_SCHEMA: dict[str, Any] = {
@@ -105,17 +106,12 @@ def test_json_schema_output_validates(http: Any, openapi: Any, model_id: str) ->
         assert spec["draft_tokens"] >= spec["accepted_tokens"] >= 0 and spec["steps"] > 0
 
 
-def test_json_object_regex_choice_and_legacy_fields(http: Any, openapi: Any, model_id: str) -> None:
+def test_regex_choice_and_legacy_fields(http: Any, openapi: Any, model_id: str) -> None:
     base = {"model": model_id, "messages": MESSAGES, "temperature": 0, "max_tokens": 40}
     data = _post(http, openapi, {**base, "structured_outputs": {"regex": "[ab]{3}-[0-9]{2}"}})
     assert __import__("re").fullmatch("[ab]{3}-[0-9]{2}", data["choices"][0]["message"]["content"])
     data = _post(http, openapi, {**base, "guided_choice": ["yes", "no"]})
     assert data["choices"][0]["message"]["content"] in ("yes", "no")
-    data = _post(http, openapi, {**base, "max_tokens": 200, "response_format": {"type": "json_object"}})
-    if data["choices"][0]["finish_reason"] == "stop":
-        assert isinstance(json.loads(data["choices"][0]["message"]["content"]), dict)
-    else:  # a random model may not close its object in time; what it wrote is still a JSON prefix
-        assert data["choices"][0]["message"]["content"].lstrip().startswith("{")
 
 
 def test_parse_with_pydantic_model(client: Any, model_id: str) -> None:
@@ -178,11 +174,64 @@ def test_tool_choice_auto_and_tool_turns(client: Any, http: Any, openapi: Any, m
     for seed in range(3):
         data = _post(http, openapi, {"model": model_id, "messages": messages, "tools": TOOLS, "tool_choice": "auto",
                                      "temperature": 1.0, "seed": seed, "max_tokens": 30})
-        message = data["choices"][0]["message"]
-        if message.get("tool_calls"):
-            assert data["choices"][0]["finish_reason"] == "tool_calls"
-        else:
-            assert "<tool_call>" not in (message["content"] or "")
+        _check_auto_choice(data["choices"][0])
+
+
+def _check_auto_choice(choice: dict[str, Any]) -> bool:
+    """Under tool_choice=auto: content XOR well-formed tool calls, with the matching
+    finish_reason. Returns whether the choice is tool calls."""
+    message = choice["message"]
+    calls, content = message.get("tool_calls") or [], message.get("content") or ""
+    assert bool(calls) != bool(content), message
+    if calls:
+        assert choice["finish_reason"] == "tool_calls" and message.get("content") is None
+        for call in calls:
+            assert call["id"].startswith("call_") and call["type"] == "function"
+            jsonschema.validate(json.loads(call["function"]["arguments"]), PARAMS[call["function"]["name"]])
+    else:
+        assert choice["finish_reason"] in ("stop", "length") and "<tool_call>" not in content
+    return bool(calls)
+
+
+@pytest.fixture(scope="module")
+def biased_http(tiny_qwen_factory: Any, tiny_engine_factory: Any, qwen_tokenizer: Any) -> Any:
+    """A server on a tiny model whose greedy choice is fixed by a logit bonus (conftest
+    `build_tiny_qwen(logit_bonus=...)`): `<tool_call>` (+24) over `}` (+20) over `{}` (+16)
+    over everything else (flat). Unconstrained it writes "<tool_call><tool_call>...", not JSON."""
+    import httpx
+    from gateway_harness import make_settings, start_server
+
+    from gateway.app import create_app
+
+    ids = {text: qwen_tokenizer.convert_tokens_to_ids(text) for text in ("<tool_call>", "}", "{}")}
+    model_dir = tiny_qwen_factory(seed=0, logit_bonus={ids["<tool_call>"]: 24.0, ids["}"]: 20.0, ids["{}"]: 16.0})
+    engine = tiny_engine_factory(model=str(model_dir), draft_model=str(model_dir))
+    for running in start_server(create_app(make_settings(), engine=engine), engine):
+        with httpx.Client(base_url=running.base_url, headers={"Authorization": f"Bearer {API_KEY}"},
+                          timeout=120) as c:
+            yield c
+
+
+def test_json_object_output_parses_as_an_object(biased_http: Any, openapi: Any) -> None:
+    model = biased_http.get("/v1/models").json()["data"][0]["id"]
+    base = {"model": model, "messages": MESSAGES, "temperature": 0, "max_tokens": 40}
+    free = _post(biased_http, openapi, base)["choices"][0]["message"]["content"]
+    with pytest.raises(json.JSONDecodeError):  # the model alone writes no JSON ("<tool_call>...") ...
+        json.loads(free)
+    data = _post(biased_http, openapi, {**base, "response_format": {"type": "json_object"}})  # ... the grammar does
+    choice = data["choices"][0]
+    assert choice["finish_reason"] == "stop", choice
+    assert isinstance(json.loads(choice["message"]["content"]), dict), choice
+
+
+def test_tool_choice_auto_gives_a_call_where_the_model_wants_one(biased_http: Any, openapi: Any) -> None:
+    """The model's greedy first token is `<tool_call>`: under auto the grammar must turn that
+    into one well-formed call, and nothing else."""
+    model = biased_http.get("/v1/models").json()["data"][0]["id"]
+    data = _post(biased_http, openapi, {"model": model, "messages": MESSAGES, "tools": TOOLS, "tool_choice": "auto",
+                                        "parallel_tool_calls": False, "temperature": 0, "max_tokens": 80})
+    assert _check_auto_choice(data["choices"][0]), data["choices"][0]
+    assert len(data["choices"][0]["message"]["tool_calls"]) == 1
 
 
 def _stream(http: Any, openapi: Any, body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -81,6 +81,15 @@ def test_unenforceable_strict_schema_names_keyword_and_path(http: Any, openapi: 
     assert err["param"].startswith("response_format.json_schema")
 
 
+def test_unknown_keyword_in_strict_schema_is_a_400_naming_it(http: Any, openapi: Any, model_id: str) -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLenght": 5}},
+              "required": ["name"], "additionalProperties": False}
+    err = _err(http, openapi, {"model": model_id, "messages": MESSAGES, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": True}}})
+    assert err["message"] == "unknown keyword 'maxLenght' at /properties/name"
+    assert err["param"].startswith("response_format.json_schema")
+
+
 @pytest.mark.parametrize(
     ("patch", "param_prefix"),
     [

@@ -1,6 +1,6 @@
 """End to end on the real pulled Qwen2.5-Coder pair (1.5B target, 0.5B draft): a JSON-schema
-request and a tool call give valid, sensible output. Needs the models in
-~/.cache/specgate/models (`specgate models pull`)."""
+request and a tool call give valid, sensible output. Pulls the models into
+~/.cache/specgate/models on first use (as `specgate models pull` does) and fails if it cannot."""
 
 from __future__ import annotations
 
@@ -16,19 +16,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def qwen_server() -> Iterator[RunningServer]:
+def qwen_server(require_models: Any) -> Iterator[RunningServer]:
     from gateway_harness import SpyEngine
 
-    from engine import EngineConfig, build_engine
-    from engine.models import resolve_model
+    from engine import build_engine
     from gateway.app import create_app
 
-    try:
-        resolve_model("qwen2.5-coder-1.5b"), resolve_model("qwen2.5-coder-0.5b")
-    except Exception as exc:  # not pulled here
-        pytest.skip(f"Qwen pair not available: {exc}")
+    require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")  # pulls if missing; fails, never skips
     settings = make_settings(max_model_len=2048)
-    engine = SpyEngine(build_engine(EngineConfig(**settings.engine_config_kwargs())))
+    engine = SpyEngine(build_engine(settings.engine_config()))
     yield from start_server(create_app(settings, engine=engine), engine)
 
 

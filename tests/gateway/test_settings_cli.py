@@ -1,4 +1,5 @@
-"""`specgate serve` flags and SPECGATE_* env vars → GatewaySettings; vLLM refused clearly."""
+"""`specgate serve` flags (generated from GatewaySettings) and SPECGATE_* env vars →
+GatewaySettings → one typed EngineConfig; bad values and a missing vLLM refused clearly."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 
 from gateway.cli import build_parser
 from gateway.cli.serve import settings_from_args
+from gateway.settings import GatewaySettings
 
 
 def test_defaults_are_the_embedded_qwen_pair(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -23,28 +25,68 @@ def test_flags_override_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECGATE_K", "6")
     args = build_parser().parse_args(
         ["serve", "--model", "/m/t", "--draft-model", "/m/d", "--drafter", "ngram", "-k", "2",
-         "--draft-mask", "off", "--api-key", "sk-x", "--dtype", "float32", "--max-queue", "3"]
+         "--draft-mask", "off", "--api-key", "sk-x", "--dtype", "float32", "--max-queue", "3",
+         "--stats-log-interval", "0"]
     )
     s = settings_from_args(args)
     assert (s.model, s.draft_model, s.drafter, s.k, s.draft_mask, s.dtype, s.max_queue) == (
         "/m/t", "/m/d", "ngram", 2, False, "float32", 3
     )
     assert s.port == 9001  # from the environment, no flag given
+    assert s.stats_log_interval_s == 0.0
     assert s.api_key is not None and s.api_key.get_secret_value() == "sk-x"
-    kwargs = s.engine_config_kwargs()
-    assert kwargs["drafter"] == "ngram" and kwargs["draft_model"] is None and kwargs["k"] == 2
+    config = s.engine_config()
+    assert (config.drafter, config.draft_model, config.k, config.draft_mask, config.max_queue) == (
+        "ngram", None, 2, False, 3
+    )
 
 
-def test_invalid_setting_is_refused() -> None:
-    with pytest.raises(Exception, match="k"):
-        settings_from_args(build_parser().parse_args(["serve", "-k", "0"]))
+def test_every_setting_has_a_flag() -> None:
+    help_text = build_parser()._subparsers._group_actions[0].choices["serve"].format_help()  # type: ignore[union-attr]
+    missing = [name for name in GatewaySettings.model_fields if "--" + name.replace("_", "-") not in help_text]
+    assert not missing, f"settings without a serve flag: {missing}"
 
 
-def test_vllm_engine_is_refused_with_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("argv", "named"), [
+    (["-k", "17"], "k must be in 0..16"),
+    (["--drafter", "model", "--draft-model", ""], "draft_model"),
+    (["--max-concurrent-requests", "0"], "max_num_seqs"),
+    (["--engine", "vllm", "--adaptive-k", "on"], "adaptive_k"),
+    (["--port", "70000"], "port"),
+])
+def test_invalid_setting_is_refused_by_name(argv: list[str], named: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=named):
+        settings_from_args(build_parser().parse_args(["serve", *argv]))
+
+
+def test_bad_flag_value_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--draft-mask", "maybe"])
+    assert "on|off" in capsys.readouterr().err
+
+
+def test_load_switch_can_fire_when_served() -> None:
+    """max_concurrent_requests sets how many requests decode at once; speculation switches off
+    above max_spec_concurrency, which must be below it for the switch to ever fire."""
+    config = GatewaySettings().engine_config()
+    assert config.max_num_seqs == 8 and config.max_spec_concurrency == 4
+    assert config.max_spec_concurrency < config.max_num_seqs
+
+
+def test_vllm_engine_is_refused_with_a_clear_message(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A build without vLLM (SPECGATE_SKIP_VLLM=1) answers `--engine vllm` with exit 2 and a
+    message naming the fix, before loading anything."""
     import importlib.util
 
-    if importlib.util.find_spec("engine.vllm_engine") is not None:
-        pytest.skip("this build has a vLLM engine")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "vllm" else real_find_spec(name, *a))
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("serve started a server instead of refusing"))
     args = build_parser().parse_args(["serve", "--engine", "vllm"])
     assert args.func(args) == 2
-    assert "not available in this build" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "needs vLLM" in err and "--engine torch" in err

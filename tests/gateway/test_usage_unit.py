@@ -16,7 +16,18 @@ def test_prediction_usage_excludes_forced_drafts() -> None:
     assert details["accepted_prediction_tokens"] == 5  # 8 accepted - 3 forced
     assert details["rejected_prediction_tokens"] == 2  # 7 predicted - 5 accepted
     assert with_prediction["speculative"] == {
-        "draft_tokens": 10, "accepted_tokens": 8, "acceptance_rate": 0.8, "steps": 4,
+        "proposed_tokens": 10, "draft_tokens": 10, "accepted_tokens": 8, "acceptance_rate": 0.8, "steps": 4,
     }
     plain = usage([stats], prompt_tokens=5)["completion_tokens_details"]
     assert plain["accepted_prediction_tokens"] == plain["rejected_prediction_tokens"] == 0
+
+
+def test_acceptance_counts_drafts_cut_before_verification_as_wasted() -> None:
+    """An unmasked draft cut at its first grammar-invalid token was proposed, never verified:
+    acceptance is over proposed drafts, on both engines."""
+    stats = RequestStats(prompt_tokens=5)
+    stats.completion_tokens, stats.steps = 12, 4
+    stats.proposed_tokens, stats.draft_tokens, stats.accepted_tokens = 16, 10, 8
+    spec = usage([stats], prompt_tokens=5)["speculative"]
+    assert (spec["proposed_tokens"], spec["draft_tokens"], spec["accepted_tokens"]) == (16, 10, 8)
+    assert spec["acceptance_rate"] == 0.5 == stats.acceptance_rate

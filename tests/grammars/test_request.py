@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -119,6 +120,40 @@ def test_strict_schema_refuses_unenforceable_keyword_with_pointer() -> None:
     assert spec_from_request({"response_format": {"type": "json_schema", "json_schema": {
         "name": "x", "strict": True, "schema": {"type": "object", "patternProperties": {
             "^a": {"type": "integer"}}, "additionalProperties": False}}}}) is not None
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "string", "frobnicate": 1}, "unknown keyword 'frobnicate' at /"),
+    ({"type": "object", "properties": {"name": {"type": "string", "maxLenght": 5}},
+      "required": ["name"], "additionalProperties": False},
+     "unknown keyword 'maxLenght' at /properties/name"),
+    ({"type": "array", "items": {"anyOf": [{"type": "integer", "x-unit": "cm"}]}},
+     "unknown keyword 'x-unit' at /items/anyOf/0"),
+])
+def test_strict_schema_refuses_unknown_keyword_with_pointer(schema: Any, message: str) -> None:
+    body = {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": schema, "strict": True}}}
+    with pytest.raises(GrammarError) as info:
+        spec_from_request(body)
+    assert info.value.message == message
+    assert info.value.param == "response_format.json_schema.schema"
+    # strict tools too; without strict an unknown keyword is an annotation (ignored)
+    tools = {"tools": [{"type": "function", "function": {
+        "name": "f", "parameters": schema, "strict": True}}], "tool_choice": "required"}
+    with pytest.raises(GrammarError, match="unknown keyword"):
+        spec_from_request(tools)
+    del body["response_format"]["json_schema"]["strict"]
+    assert spec_from_request(body) is not None
+
+
+def test_property_names_and_annotations_are_not_unknown_keywords() -> None:
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "t",
+              "type": "object", "properties": {"frobnicate": {"type": "string",
+                                                              "description": "d"}},
+              "$defs": {"maxLenght": {"type": "integer", "examples": [1]}},
+              "required": ["frobnicate"], "additionalProperties": False}
+    assert spec_from_request({"response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": schema, "strict": True}}}) is not None
 
 
 def test_sql_specs() -> None:

@@ -98,10 +98,11 @@ def test_whitespace_runs_capped_in_mask_and_accept(xgr_compiler) -> None:  # typ
     assert matcher.accept_text("  t")
 
 
-def test_spider_mask_cost_bound(xgr_compiler, data_dir) -> None:  # type: ignore[no-untyped-def]
-    """fill_masks K=4 over a join query stays far below the old 0.7 s p99 (loose: CI noise)."""
-    import time
-
+def test_spider_join_k4_masks_agree_with_the_query(xgr_compiler, data_dir) -> None:  # type: ignore[no-untyped-def]
+    """fill_masks with K=4 drafts along a Spider join query: every row allows the query's
+    next token, all K+1 rows come back, and the matcher state is unchanged. The cost of these
+    masks (the reason the grammar has its shape) is measured, not asserted: see
+    `python -m benchmarks.mask_cost` (p50 / p99 per family, Spider SQL included)."""
     spider = data_dir / "text2sql" / "spider"
     example = next(e for e in json.loads((spider / "dev.json").read_text())
                    if e["db_id"] == "car_1" and " JOIN " in e["query"])
@@ -109,14 +110,14 @@ def test_spider_mask_cost_bound(xgr_compiler, data_dir) -> None:  # type: ignore
     tokens = xgr_compiler.encode(example["query"])
     matcher = compiled.matcher()
     bitmask = xgr_compiler.allocate_bitmask(5)
-    worst = 0.0
     for index, token in enumerate(tokens):
-        start = time.perf_counter()
-        assert matcher.fill_masks(bitmask, tokens[index:index + 4]) >= 1
-        worst = max(worst, time.perf_counter() - start)
+        drafts = tokens[index:index + 4]
+        assert matcher.fill_masks(bitmask, drafts) == len(drafts) + 1
+        for row, draft in enumerate(drafts):
+            assert _allowed(bitmask[row:row + 1], draft), (index, row)
+        assert matcher.num_accepted == index  # fill_masks left the state as it found it
         assert matcher.accept_token(token)
     assert matcher.can_stop()
-    assert worst < 0.05, worst
 
 
 def test_bounded_ebnf_for_engine_vllm(xgr_compiler) -> None:  # type: ignore[no-untyped-def]

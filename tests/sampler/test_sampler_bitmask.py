@@ -98,4 +98,7 @@ def test_apply_rejects_bad_inputs() -> None:
     with pytest.raises(ValueError, match="2-D"):
         apply_token_bitmask_(torch.zeros(40), allocate_token_bitmask(1, 40))
     with pytest.raises(ValueError, match="2-D"):
-        pack_bitmask(torch.zeros(40, dtype=torch.bool))
+        pack_bitmask(torch.zeros(2, 2, 40, dtype=torch.bool))
+    one_row = torch.zeros(40, dtype=torch.bool)
+    one_row[[0, 33, 39]] = True
+    assert torch.equal(pack_bitmask(one_row), pack_bitmask(one_row[None])[0])  # a 1-D row packs to [W]

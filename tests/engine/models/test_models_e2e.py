@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from typing import Any
 
 import pytest
 
@@ -10,13 +10,24 @@ from engine.models import load_model, resolve_model
 
 
 @pytest.mark.e2e
-def test_smollm2_pull_load_generate() -> None:
+def test_smollm2_pull_load_generate(require_models: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    path = resolve_model("smollm2-135m")  # pulls into the default cache on first use
-    start = time.perf_counter()
+    import engine.models.resolve as resolve_module
+
+    path = require_models("smollm2-135m")["smollm2-135m"]  # pulls into the default cache on first use
+    # Once pulled, the model loads from the converted bf16 safetensors: no GGUF is kept or
+    # read (dequantizing the GGUF is the 40-60 s path), and resolving the name pulls nothing.
+    assert (path / "model.safetensors").is_file()
+    assert not list(path.glob("*.gguf"))
+
+    def no_pull(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("resolve_model pulled a model that is already in the cache")
+
+    monkeypatch.setattr(resolve_module, "pull_model", no_pull)
+    assert resolve_model("smollm2-135m") == path
     model, tokenizer = load_model(path)
-    assert time.perf_counter() - start < 60
+    assert model.dtype == torch.bfloat16
     inputs = tokenizer.apply_chat_template(
         [{"role": "user", "content": "What is the capital of France?"}],
         add_generation_prompt=True, return_tensors="pt", return_dict=True,

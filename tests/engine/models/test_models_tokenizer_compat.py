@@ -10,11 +10,45 @@ import pytest
 from engine.models import TokenizerMismatchError, check_tokenizer_compat
 
 
-def test_qwen_vs_qwen_passes(qwen_tokenizer: Any, shared_dir: pathlib.Path) -> None:
+@pytest.mark.e2e
+def test_pulled_qwen_pair_is_compatible(require_models: Any, qwen_tokenizer: Any) -> None:
+    """The real compatible pair: the tokenizers converted from the 0.5B and the 1.5B GGUF
+    (two files, two pulls) pass, and agree with the shared Qwen2.5 tokenizer the tests use."""
     from transformers import AutoTokenizer
 
-    other = AutoTokenizer.from_pretrained(str(shared_dir / "tokenizers" / "qwen2.5"))
-    check_tokenizer_compat(qwen_tokenizer, other)
+    dirs = require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+    target = AutoTokenizer.from_pretrained(str(dirs["qwen2.5-coder-1.5b"]))
+    draft = AutoTokenizer.from_pretrained(str(dirs["qwen2.5-coder-0.5b"]))
+    check_tokenizer_compat(target, draft)
+    check_tokenizer_compat(target, qwen_tokenizer)
+
+
+def test_qwen_with_one_merge_removed_fails_on_the_probe(
+    qwen_tokenizer: Any, shared_dir: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """The real Qwen tokenizer against a copy that lacks the merges forming one token of the
+    probe text: same vocabulary, same special ids, different tokenization, caught."""
+    import json
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from engine.models.tokenizer_compat import PROBE_TEXT
+
+    source = shared_dir / "tokenizers" / "qwen2.5"
+    data = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
+    word = "Ġworld"  # " world" of the probe's "Hello, world!"
+    assert word in qwen_tokenizer.convert_ids_to_tokens(qwen_tokenizer.encode(PROBE_TEXT, add_special_tokens=False))
+    merges = data["model"]["merges"]
+    kept = [pair for pair in merges if "".join(pair) != word]
+    assert len(kept) < len(merges)
+    data["model"]["merges"] = kept
+    (tmp_path / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    shutil.copy(source / "tokenizer_config.json", tmp_path / "tokenizer_config.json")
+    altered = AutoTokenizer.from_pretrained(str(tmp_path))
+    assert altered.get_vocab() == qwen_tokenizer.get_vocab()
+    with pytest.raises(TokenizerMismatchError, match="different tokenization of a probe text"):
+        check_tokenizer_compat(qwen_tokenizer, altered)
 
 
 def test_qwen_vs_smollm_fails_naming_ids(qwen_tokenizer: Any, smollm_tokenizer: Any) -> None:

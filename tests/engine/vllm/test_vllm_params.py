@@ -3,7 +3,6 @@ that recompiles to the same token masks; speculative config from the drafter fla
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import pytest
@@ -76,6 +75,13 @@ def test_grammar_source_needs_xgrammar(qwen_tokenizer: Any) -> None:
     compiled = outlines.compile(spec_from_request({"structured_outputs": {"regex": "ab"}}))
     with pytest.raises(ValueError, match="xgrammar"):
         grammar_source(compiled)
+    # "auto" compiles JSON schemas with llguidance: the vLLM engine (whose compiler is always
+    # xgrammar, so draft and target share xgrammar masks) never receives one
+    auto = GrammarCompiler(qwen_tokenizer, vocab_size=V, backend="auto")
+    compiled = auto.compile(spec_from_request({"guided_json": {"type": "integer"}}))
+    assert compiled.backend == "llguidance"
+    with pytest.raises(ValueError, match="xgrammar"):
+        grammar_source(compiled)
 
 
 def test_speculative_config_for_drafters() -> None:
@@ -90,18 +96,33 @@ def test_speculative_config_for_drafters() -> None:
         speculative_config_for(EngineConfig(model="t", drafter="forced"), draft_model_path=None)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
+@pytest.mark.vllm  # skipped only in a build made with SPECGATE_SKIP_VLLM=1
 def test_sampling_params_carry_grammar_and_mask_switch(compiler: GrammarCompiler) -> None:
     from vllm.sampling_params import RequestOutputKind
 
     compiled = compiler.compile(spec_from_request(BODIES["json_schema"]))
     req = GenerationRequest(request_id="r", prompt_token_ids=[1, 2],
                             sampling=SamplingOptions(temperature=0.7, top_k=5, max_tokens=9, stop=("END",), seed=3),
-                            grammar=compiled)
-    sp = sampling_params_for(req, stop_token_ids=[151645], draft_mask=False)
+                            grammar=compiled, draft_mask=False)
+    sp = sampling_params_for(req, stop_token_ids=[151645])
     assert sp.structured_outputs is not None and sp.structured_outputs.grammar == grammar_source(compiled)
     assert sp.extra_args == {"specgate_draft_mask": False}
     assert (sp.temperature, sp.top_k, sp.max_tokens, sp.seed, sp.stop) == (0.7, 5, 9, 3, ["END"])
     assert sp.output_kind == RequestOutputKind.DELTA
     free = sampling_params_for(GenerationRequest(request_id="f", prompt_token_ids=[1]))
     assert free.structured_outputs is None and not free.extra_args
+
+
+def test_vllm_stats_count_proposed_drafts_like_the_torch_engine() -> None:
+    """vLLM's per-request metrics count only drafts that survived its grammar cut; specgate
+    reports K proposed per decode step so acceptance means the same on both engines."""
+    from types import SimpleNamespace
+
+    from engine.stats import RequestStats
+    from engine.vllm_engine import _fill_spec_stats
+
+    stats = RequestStats(completion_tokens=20)
+    metrics = SimpleNamespace(histogram=[1, 2, 0, 1, 2], num_draft_tokens=18)  # 6 spec steps, 13 accepted
+    _fill_spec_stats(stats, metrics, engine_steps=8, k=4)
+    assert (stats.steps, stats.spec_steps, stats.draft_tokens, stats.accepted_tokens) == (8, 6, 18, 13)
+    assert stats.proposed_tokens == 32 and stats.acceptance_rate == 13 / 32

@@ -1,15 +1,16 @@
-"""One request's live decoding state: committed tokens, KV caches, matcher, generator,
-scratch masks, statistics. Owned by exactly one decoder thread at a time; `free()` drops
-every tensor and the matcher at once (cancel / finish).
+"""`SequenceState`: one request's live decoding state, owned by exactly one decoder thread at
+a time: committed tokens, KV caches, matcher, generator, the request's transform T, scratch
+masks, statistics. `free()` drops every cache and the matcher at once (cancel / finish).
 
 Invariant: `tokens == prompt_token_ids + output_ids`; the KV caches hold a prefix of
-`tokens` (plus, transiently during a step, draft tokens), synced by cropping.
+`tokens` (plus, transiently during a step, draft tokens), synced by cropping. Drafters see it
+through the narrower `engine.drafters.base.DraftContext`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -19,28 +20,28 @@ if TYPE_CHECKING:
     from engine.adaptive import AdaptiveK
     from engine.drafters.base import Drafter
     from engine.kv_cache import KVCache
-    from engine.types import GenerationRequest
+    from engine.transform import RequestTransform
+    from engine.types import FinishReason, GenerationRequest
+    from grammars import Matcher
 
 
 @dataclass
-class Sequence:
+class SequenceState:
     request: GenerationRequest
     tokens: list[int]
     prompt_len: int
-    target_kv: KVCache | None
-    draft_kv: KVCache | None
-    matcher: Any | None                 # grammars.Matcher
+    transform: RequestTransform
     generator: torch.Generator
+    drafter: Drafter
+    stop_token_ids: frozenset[int]
     bitmask: torch.Tensor               # int32 [K_max+1, W]: verify masks
     draft_bitmask: torch.Tensor         # int32 [1, W]: drafting scratch
-    logits_width: int                   # V of the logits
-    vocab_limit: int                    # ids >= this are never sampled (tokenizer size)
-    stop_token_ids: frozenset[int]
-    drafter: Drafter
+    target_kv: KVCache | None
+    draft_kv: KVCache | None = None
+    matcher: Matcher | None = None
     stats: RequestStats = field(default_factory=RequestStats)
     adaptive: AdaptiveK | None = None
-    finish_reason: str | None = None
-    aborted: bool = False
+    finish_reason: FinishReason | None = None
 
     @property
     def output_ids(self) -> list[int]:
@@ -54,6 +55,10 @@ class Sequence:
     def live(self) -> bool:
         """Whether any cache or matcher is still held."""
         return self.target_kv is not None or self.draft_kv is not None or self.matcher is not None
+
+    def stops_on(self, token: int) -> bool:
+        """Without a grammar: does `token` end the output (a stop token, unless ignore_eos)?"""
+        return token in self.stop_token_ids and not self.request.sampling.ignore_eos
 
     def free(self) -> None:
         self.target_kv = None

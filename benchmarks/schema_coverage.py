@@ -1,0 +1,204 @@
+"""Real-world JSON schemas per backend: coverage, compile time, valid accepted, invalid rejected.
+
+    python -m benchmarks.schema_coverage [--backend auto --backend xgrammar ...]
+        [--set jsonschemabench --set maskbench_heldout] [--limit N] [--timeout S]
+
+For every schema of every category of each set (`../shared/data/<set>/*.jsonl`, records
+`{schema, tests:[{data}]}`), per backend, through specgate's `GrammarCompiler` (cache cleared
+before each schema; `--timeout` is its compile_timeout_s, so a schema past it counts as
+refused): compile coverage, compile time p50 / p99 over the schemas that compile, and, with
+python-jsonschema (format checking on) as the oracle, the share of valid instances accepted
+(`accept_text` and `can_stop`) and of invalid ones rejected. Also two keyword tables over
+all sets: for invalid instances accepted, the keyword python-jsonschema reports the
+instance breaks; for valid instances refused, each keyword of the schema (how often it
+occurs among refused instances vs all valid ones). Writes benchmarks/results/
+schema_coverage.md (and .json) and prints the tables. A timed-out xgrammar compile keeps
+one core busy until it ends (xgrammar cannot be interrupted): later compile times in the
+same run read high, so run xgrammar with a generous --timeout and read its times as upper
+bounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import pathlib
+import sys
+import time
+from typing import Any
+
+from benchmarks.common import DATA, RESULTS_DIR, SHARED, percentile
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def load_set(name: str, limit: int | None) -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for path in sorted((DATA / name).glob("*.jsonl")):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        out[path.stem] = records[:limit] if limit else records
+    return out
+
+
+def schema_keywords(schema: Any) -> set[str]:
+    from grammars.json_schema import iter_subschemas
+
+    return {key for _, sub in iter_subschemas(schema) for key in sub}
+
+
+def oracle(schema: Any) -> Any:
+    import jsonschema
+
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    except Exception:  # noqa: BLE001 - a schema python-jsonschema cannot load is skipped
+        return None
+
+
+def measure(compiler: Any, records: list[dict[str, Any]], stats: dict[str, Any]) -> dict[str, Any]:
+    from grammars import GrammarError, GrammarSpec
+    from grammars.spec import canonical_json
+
+    times: list[float] = []
+    compiled_n = valid_n = valid_ok = invalid_n = invalid_ok = 0
+    refusals: collections.Counter[str] = collections.Counter()
+    for record in records:
+        schema = record["schema"]
+        compiler.clear_cache()
+        start = time.perf_counter()
+        try:
+            compiled = compiler.compile(
+                GrammarSpec("json_schema", canonical_json(schema), (("strict", False),)))
+        except GrammarError as exc:
+            refusals[exc.message[:70]] += 1
+            continue
+        times.append(time.perf_counter() - start)
+        compiled_n += 1
+        validator = oracle(schema)
+        if validator is None:
+            continue
+        keywords = schema_keywords(schema)
+        for test in record.get("tests", []):
+            try:
+                truth = validator.is_valid(test["data"])
+            except Exception:  # noqa: BLE001
+                continue
+            matcher = compiled.matcher()
+            got = bool(matcher.accept_text(json.dumps(test["data"])) and matcher.can_stop())
+            if truth:
+                valid_n += 1
+                valid_ok += got
+                for key in keywords:
+                    stats["valid_with"][key] += 1
+                    stats["refused_with"][key] += not got
+            else:
+                invalid_n += 1
+                invalid_ok += not got
+                if got:
+                    broken = {e.validator for e in validator.iter_errors(test["data"])}
+                    for key in broken:
+                        stats["accepted_invalid"][str(key)] += 1
+    return {"schemas": len(records), "compiled": compiled_n, "times": times,
+            "valid": [valid_ok, valid_n], "invalid": [invalid_ok, invalid_n],
+            "refusals": dict(refusals)}
+
+
+def pct(a: int, b: int) -> str:
+    return f"{a}/{b} ({100 * a / b:.1f}%)" if b else "0/0"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", action="append", choices=["auto", "xgrammar", "llguidance"])
+    parser.add_argument("--set", action="append", dest="sets")
+    parser.add_argument("--limit", type=int, default=None, help="schemas per category")
+    parser.add_argument("--timeout", type=float, default=60.0, help="compile_timeout_s")
+    parser.add_argument("--output", default=str(RESULTS_DIR / "schema_coverage.md"))
+    args = parser.parse_args(argv)
+    backends = args.backend or ["auto"]
+    sets = args.sets or ["jsonschemabench", "maskbench_heldout"]
+    from transformers import AutoTokenizer
+
+    from grammars import GrammarCompiler
+
+    tokenizer = AutoTokenizer.from_pretrained(str(SHARED / "tokenizers" / "qwen2.5"))
+    data = {name: load_set(name, args.limit) for name in sets}
+    results: dict[str, Any] = {}
+    stats: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    started = time.perf_counter()
+    for backend in backends:
+        compiler = GrammarCompiler(tokenizer, backend=backend, vocab_size=151_936,  # type: ignore[arg-type]
+                                   cache_bytes=1 << 30, compile_timeout_s=args.timeout)
+        for set_name, categories in data.items():
+            for category, records in categories.items():
+                res = measure(compiler, records, stats if backend == backends[0] else
+                              collections.defaultdict(collections.Counter))
+                results[f"{backend}|{set_name}|{category}"] = res
+                print(f"{backend} {set_name}/{category}: {res['compiled']}/{res['schemas']} "
+                      f"{time.perf_counter() - started:.0f}s", file=sys.stderr)
+    rows = []
+    for key, res in results.items():
+        backend, set_name, category = key.split("|")
+        times = res["times"]
+        rows.append([backend, f"{set_name}/{category}", pct(res["compiled"], res["schemas"]),
+                     f"{1000 * percentile(times, 0.5):.1f} / {1000 * percentile(times, 0.99):.1f}",
+                     pct(*res["valid"]), pct(*res["invalid"])])
+    totals = []
+    for backend in backends:
+        mine = [r for k, r in results.items() if k.startswith(backend + "|")]
+        all_times = [t for r in mine for t in r["times"]]
+        totals.append([backend, "all", pct(sum(r["compiled"] for r in mine), sum(r["schemas"] for r in mine)),
+                       f"{1000 * percentile(all_times, 0.5):.1f} / {1000 * percentile(all_times, 0.99):.1f}",
+                       pct(sum(r["valid"][0] for r in mine), sum(r["valid"][1] for r in mine)),
+                       pct(sum(r["invalid"][0] for r in mine), sum(r["invalid"][1] for r in mine))])
+    refusal_rows = []
+    for key, res in results.items():
+        for reason, count in res["refusals"].items():
+            refusal_rows.append([key.replace("|", " "), str(count), reason.replace("|", "/")])
+    refused = stats["refused_with"]
+    valid_with = stats["valid_with"]
+    common = [key for key in refused if refused[key] and valid_with[key] >= 20]
+    kw_rows = [[key, str(refused[key]), str(valid_with[key]),
+                f"{100 * refused[key] / valid_with[key]:.1f}%"]
+               for key in sorted(common, key=lambda k: -refused[k] / valid_with[k])][:20]
+    acc_rows = [[key, str(n)] for key, n in stats["accepted_invalid"].most_common(20)]
+    elapsed = time.perf_counter() - started
+    body = "\n\n".join([
+        f"Backends {', '.join(backends)}; sets {', '.join(sets)}; compile_timeout_s "
+        f"{args.timeout:g}; Qwen2.5 tokenizer; {elapsed:.0f} s. Compile ms p50 / p99 over the "
+        "schemas that compile. Oracle: python-jsonschema with format checking.",
+        table(["backend", "category", "compiles", "compile ms p50 / p99", "valid accepted",
+               "invalid rejected"], rows + totals),
+        f"Valid instances refused, by schema keyword ({backends[0]}; a keyword counts once per "
+        "refused instance of a schema that uses it; keywords in >= 20 valid instances, "
+        "highest refused share first):\n\n" + table(
+            ["keyword", "valid refused", "valid instances", "refused share"], kw_rows),
+        f"Invalid instances accepted, by the keyword they break ({backends[0]}):\n\n"
+        + table(["keyword", "invalid accepted"], acc_rows),
+        "Compile refusals:\n\n" + table(["backend set category", "schemas", "reason"],
+                                        refusal_rows),
+    ])
+    text = "# Real-world JSON schemas\n\n" + body + "\n"
+    out = pathlib.Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    out.with_suffix(".json").write_text(json.dumps(
+        {**{k: {**v, "times": [round(t, 5) for t in v["times"]]} for k, v in results.items()},
+         "keyword_stats": {name: dict(counter) for name, counter in stats.items()}}))
+    print(text)
+    return 0
+
+
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""`EngineConfig`: the one typed description of an engine, whichever backend runs it.
+
+The gateway's settings produce exactly one `EngineConfig` (`GatewaySettings.engine_config()`),
+`engine.build_engine(config)` dispatches on `backend`, and every range is checked here and
+nowhere else (the settings call this constructor when they validate). Pure data: no torch,
+no models, no HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+Backend = Literal["torch", "vllm"]
+DrafterName = Literal["model", "ngram", "forced", "none"]
+UnmaskedMode = Literal["argmax", "sample"]
+PluginMode = Literal["full", "kernel-fix", "off"]
+DraftSample = Literal["probabilistic", "greedy"]
+GrammarBackend = Literal["auto", "xgrammar", "llguidance", "outlines"]
+
+K_MAX = 16
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {'|'.join(choices)}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    """Options only the vLLM backend reads (`backend="vllm"`).
+
+    `kv_cache_gib`: KV-cache size (on CPU this replaces vLLM's "fraction of all RAM" default;
+    None = 1 GiB on CPU, vLLM's default elsewhere). `enforce_eager`: no torch.compile (a 40 s
+    engine start on CPU instead of 3+ min). `plugin_mode`: what the specgate vLLM plugin
+    patches (`engine.vllm.plugin`). `draft_sample`: how vLLM samples drafts.
+    `engine_args`: any further `AsyncEngineArgs` fields, passed through last.
+    """
+
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float | None = None
+    kv_cache_gib: float | None = None
+    enforce_eager: bool = True
+    plugin_mode: PluginMode = "full"
+    draft_sample: DraftSample = "probabilistic"
+    engine_args: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.tensor_parallel_size < 1:
+            raise ValueError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
+        if self.gpu_memory_utilization is not None and not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.kv_cache_gib is not None and self.kv_cache_gib <= 0:
+            raise ValueError(f"kv_cache_gib must be > 0, got {self.kv_cache_gib}")
+        _check_choice("plugin_mode", self.plugin_mode, ("full", "kernel-fix", "off"))
+        _check_choice("draft_sample", self.draft_sample, ("probabilistic", "greedy"))
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How to build an engine.
+
+    `drafter`: "model" (draft model, `draft_model` required), "ngram" (prompt lookup),
+    "forced" (grammar-forced tokens only) or "none" (no speculation). Every drafter except
+    "none" also proposes grammar-forced tokens for free; a request's `prediction` text, when
+    given, drives the drafts ahead of the configured drafter. `k`: draft tokens per step,
+    0..16 (0 = no speculation).
+
+    `draft_mask=False` drafts from the raw draft logits (what other engines do), with
+    `unmasked_mode` "argmax" (vLLM's default) or "sample"; verification stays exact. A
+    request may override `draft_mask` (`GenerationRequest.draft_mask`).
+    `max_num_seqs`: requests decoding at once; more wait in a queue of at most `max_queue`.
+    `max_spec_concurrency`: with more active requests than this, steps run without
+    speculation (the load switch; torch backend).
+    """
+
+    model: str
+    draft_model: str | None = None
+    backend: Backend = "torch"
+    drafter: DrafterName = "model"
+    k: int = 4
+    adaptive_k: bool = False
+    draft_mask: bool = True
+    unmasked_mode: UnmaskedMode = "argmax"
+    dtype: str = "bfloat16"
+    device: str = "cpu"
+    max_model_len: int = 4096
+    max_num_seqs: int = 8
+    max_spec_concurrency: int = 4
+    max_queue: int = 64
+    grammar_backend: GrammarBackend = "auto"  # JSON schema: llguidance, else xgrammar (grammars.backends)
+    ngram_max: int = 3
+    ngram_min: int = 1
+    num_threads: int | None = None
+    cache_dir: str | None = None
+    vllm: VllmOptions = field(default_factory=VllmOptions)
+
+    def __post_init__(self) -> None:
+        _check_choice("backend", self.backend, ("torch", "vllm"))
+        _check_choice("drafter", self.drafter, ("model", "ngram", "forced", "none"))
+        _check_choice("unmasked_mode", self.unmasked_mode, ("argmax", "sample"))
+        _check_choice("grammar_backend", self.grammar_backend, ("auto", "xgrammar", "llguidance", "outlines"))
+        if not 0 <= self.k <= K_MAX:
+            raise ValueError(f"k must be in 0..{K_MAX}, got {self.k}")
+        if self.drafter == "model" and not self.draft_model:
+            raise ValueError("drafter 'model' needs draft_model")
+        if self.max_model_len < 2:
+            raise ValueError(f"max_model_len must be >= 2 (a prompt token and an output token), got {self.max_model_len}")
+        if self.max_num_seqs < 1 or self.max_queue < 0 or self.max_spec_concurrency < 0:
+            raise ValueError("max_num_seqs must be >= 1, max_queue and max_spec_concurrency >= 0")
+        if not 1 <= self.ngram_min <= self.ngram_max:
+            raise ValueError(f"ngram sizes need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
+        if self.backend == "vllm" and self.adaptive_k:
+            raise ValueError("adaptive_k is not available on the vLLM backend")
+        if self.backend == "vllm" and self.drafter == "forced":
+            raise ValueError("drafter 'forced' is not available on the vLLM backend")
+
+    @property
+    def speculative(self) -> bool:
+        return self.drafter != "none" and self.k > 0
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))

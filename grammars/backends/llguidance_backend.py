@@ -1,0 +1,186 @@
+"""llguidance backend: JSON schema, JSON object, regex and choice grammars, masks computed lazily.
+
+Contract: `LLGuidanceBackend(tokenizer, vocab_size=, stop_token_ids=, max_whitespace=)` builds
+the llguidance `LLTokenizer` ONCE (its token trie, ≈1 s on Qwen), with every stop id as an
+EOS token. `compile(spec)` turns the spec into an llguidance grammar and builds one template
+`LLMatcher` (the lexer and parser tables; no up-front expansion of length bounds, which is
+what makes xgrammar take seconds on `maxLength`-heavy schemas); `matcher()` hands each
+request a `deep_copy` of it. JSON follows the policy of grammars.json_schema exactly as the
+xgrammar backend does:
+- objects and arrays that constrain no members admit any (`open_memberless`); otherwise no
+  properties beyond the listed ones and no items past `prefixItems` unless the schema says
+  so (`close_unlisted`, xgrammar's `strict_mode`), unless `allow_extra_properties`;
+- whitespace runs are bounded at `max_whitespace` characters of `[ \\t\\n\\r]` by a
+  WhitespaceCap on the matcher (llguidance repeats its whitespace lexeme without bound, so
+  its own pattern cannot bound a gap; vLLM #38696); the cap also bounds runs of spaces
+  inside strings, the one place this language is narrower than xgrammar's;
+- keywords llguidance does not implement are ignored (`lenient`); `oneOf` is `anyOf`
+  (`coerce_one_of`), as the policy documents; remote `$ref` is a GrammarError.
+Library errors become GrammarError naming the kind and llguidance's reason. A refused token
+leaves the matcher unchanged (`try_consume_tokens`, never the error state).
+
+Knows nothing of caching, timeouts, sampling or HTTP.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import llguidance
+import llguidance.hf
+import torch
+
+from grammars.errors import GrammarError
+from grammars.json_schema import check_refs_local, close_unlisted, open_memberless
+from grammars.matcher import Matcher
+from grammars.spec import GrammarSpec
+from grammars.whitespace import WhitespaceCap
+
+_ERROR_PREFIX = re.compile(r"^(?:error|Error):?\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class LLGuidanceGrammar:
+    """A compiled llguidance grammar: its serialized text and a template matcher."""
+
+    grammar: str  # llguidance's serialized grammar (JSON), what `LLMatcher` takes
+    template: Any = None  # llguidance.LLMatcher at the start state; deep-copied per request
+    json: bool = False  # JSON grammar: matchers cap whitespace runs
+
+
+class LLGuidanceMatcher(Matcher):
+    def __init__(self, matcher: Any, *, ws_cap: WhitespaceCap | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._matcher = matcher
+        self._ws_cap = ws_cap
+        self._runs = [0]  # trailing whitespace run after each accepted token (ws_cap only)
+
+    def _accept(self, token_id: int) -> bool:
+        cap = self._ws_cap
+        run = 0 if cap is None else cap.run_after(self._runs[-1], token_id)
+        if run is None or self._matcher.try_consume_tokens([token_id]) != 1:
+            return False
+        if cap is not None:
+            self._runs.append(run)
+        return True
+
+    def _rollback(self, num_tokens: int) -> None:
+        self._matcher.rollback(num_tokens)
+        if self._ws_cap is not None:
+            del self._runs[len(self._runs) - num_tokens:]
+
+    def _fill(self, bitmask: torch.Tensor, row: int) -> None:
+        target = bitmask[row]
+        self._matcher.unsafe_compute_mask_ptr(target.data_ptr(), target.numel() * 4)
+        if self._matcher.is_error():  # never leave a row that allows everything or garbage
+            target.zero_()
+        elif self._ws_cap is not None:
+            target &= self._ws_cap.allowed_after(self._runs[-1])
+
+    def _is_complete(self) -> bool:
+        return bool(self._matcher.is_accepting())
+
+    def _jump_forward(self) -> str:
+        forced = bytes(self._matcher.compute_ff_bytes())
+        for cut in range(len(forced), max(len(forced) - 4, -1), -1):  # whole UTF-8 chars only
+            try:
+                return forced[:cut].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+        return ""
+
+
+def _regex_escape(text: str) -> str:
+    return re.sub(r"([\\.+*?()|\[\]{}^$#&\-~/\"])", r"\\\1", text)
+
+
+class LLGuidanceBackend:
+    name = "llguidance"
+    supported_kinds = frozenset({"json_object", "json_schema", "regex", "choice"})
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        vocab_size: int,
+        stop_token_ids: Sequence[int],
+        max_whitespace: int,
+        allow_extra_properties: bool = False,
+    ) -> None:
+        self.vocab_size = vocab_size
+        self.stop_token_ids = tuple(stop_token_ids)
+        self.max_whitespace = max_whitespace
+        self.allow_extra_properties = allow_extra_properties
+        self.tokenizer = llguidance.hf.from_tokenizer(
+            tokenizer, n_vocab=vocab_size, eos_token=list(stop_token_ids) or None
+        )
+        self._json_options = {
+            "whitespace_flexible": True,
+            "coerce_one_of": True,
+            "lenient": True,
+        }
+        self._ws_cap: WhitespaceCap | None = None
+        self._cap_lock = threading.Lock()
+
+    def grammar_text(self, spec: GrammarSpec) -> str:
+        """The llguidance grammar (serialized) for `spec`; GrammarError if it cannot be built."""
+        kind = spec.kind
+        if kind == "json_object":
+            return str(llguidance.LLMatcher.grammar_from_json_schema(
+                {"type": "object"}, defaults=self._json_options))  # type: ignore[arg-type]
+        if kind == "json_schema":
+            schema = spec.source_json
+            check_refs_local(schema)
+            if not self.allow_extra_properties:
+                schema = close_unlisted(open_memberless(schema))
+            if schema is False:
+                raise GrammarError("the JSON schema `false` admits no value")
+            if schema is True:
+                schema = {}
+            try:
+                return str(llguidance.LLMatcher.grammar_from_json_schema(
+                    schema, defaults=self._json_options))  # type: ignore[arg-type]
+            except ValueError as exc:
+                raise GrammarError(f"cannot compile json_schema grammar: {exc}") from exc
+        if kind == "regex":
+            return str(llguidance.LLMatcher.grammar_from_regex(spec.source))
+        if kind == "choice":
+            choices = spec.source_json
+            return str(llguidance.LLMatcher.grammar_from_regex(
+                "|".join(f"({_regex_escape(str(c))})" for c in choices)))
+        raise GrammarError(f"grammar kind '{kind}' is not supported by the llguidance backend")
+
+    def compile(self, spec: GrammarSpec) -> tuple[LLGuidanceGrammar, int]:
+        grammar = self.grammar_text(spec)
+        template = llguidance.LLMatcher(self.tokenizer, grammar, log_level=0)
+        if template.is_error():
+            reason = " ".join(template.get_error().split())
+            reason = _ERROR_PREFIX.sub("", reason)[:300]
+            raise GrammarError(f"cannot compile {spec.kind} grammar: {reason}")
+        # llguidance exposes no size; the grammar text bounds the lexer/parser tables' order
+        is_json = spec.kind in ("json_schema", "json_object")
+        return LLGuidanceGrammar(grammar, template, is_json), 4 * len(grammar) + 64 * 1024
+
+    def whitespace_cap(self) -> WhitespaceCap:
+        """The JSON whitespace cap (built on first use, ≈0.5 s; then shared)."""
+        with self._cap_lock:
+            if self._ws_cap is None:
+                decode = self.tokenizer.decode_bytes
+                vocab = [b"" if self.tokenizer.is_special_token(i) else decode([i])
+                         for i in range(self.tokenizer.vocab_size)]
+                self._ws_cap = WhitespaceCap(vocab, vocab_size=self.vocab_size,
+                                             limit=self.max_whitespace, chars=b" \t\n\r")
+            return self._ws_cap
+
+    def matcher(
+        self, handle: LLGuidanceGrammar, *, encode: Callable[[str], list[int]]
+    ) -> Matcher:
+        return LLGuidanceMatcher(
+            handle.template.deep_copy(), ws_cap=self.whitespace_cap() if handle.json else None,
+            vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids, encode=encode,
+        )
