@@ -4,9 +4,12 @@ Fields honoured (none silently ignored; a malformed one is a GrammarError naming
 - `response_format`: {"type": "text"} → None; "json_object"; "json_schema" with
   {"json_schema": {"name", "schema", "strict"}}; "grammar" with
   {"grammar": {"syntax": "lark" | "regex", "definition"}}; "sql" with
-  {"sql": {"dialect": "sqlite", "schema": DDL text | {"tables": {...}} | absent}};
+  {"sql": {"dialect": "sqlite", "schema": DDL text | {"tables": {...}} | absent, and the
+  answer policy `on_invalid` / `max_attempts` / `retry_temperature` (grammars.sql_options),
+  which is not part of the grammar}};
 - vLLM `structured_outputs`: {json, regex, choice, grammar, json_object} (`grammar` is GBNF /
-  xgrammar EBNF when it contains "::=", Lark otherwise);
+  xgrammar EBNF when it contains "::=", Lark otherwise), plus specgate's `sql` (the same
+  object as `response_format.sql`);
 - legacy vLLM `guided_json`, `guided_regex`, `guided_choice`, `guided_grammar`;
 - `tools` + `tool_choice` + `parallel_tool_calls` (see grammars.tools).
 Two constraints in one request (even two spellings of the same one with different content)
@@ -28,6 +31,7 @@ from grammars.errors import GrammarError
 from grammars.json_schema import check_strict_schema
 from grammars.spec import GrammarSpec, canonical_json
 from grammars.sql import parse_sql_schema
+from grammars.sql_options import sql_options
 from grammars.tools import tools_spec
 
 
@@ -102,7 +106,7 @@ def _from_response_format(fmt: Any) -> GrammarSpec | None:
         raise GrammarError(f"unsupported grammar syntax {syntax!r} (expected 'lark' or 'regex')",
                            param="response_format.grammar.syntax")
     if kind == "sql":
-        return _sql_spec(fmt.get("sql") or {})
+        return _sql_spec(fmt.get("sql") or {}, param="response_format.sql")
     raise GrammarError(f"unsupported response_format type {kind!r}", param="response_format.type")
 
 
@@ -110,7 +114,7 @@ def _from_structured_outputs(outputs: Any) -> GrammarSpec | None:
     param = "structured_outputs"
     if not isinstance(outputs, dict):
         raise GrammarError("structured_outputs must be an object", param=param)
-    known = ("json", "regex", "choice", "grammar", "json_object")
+    known = ("json", "regex", "choice", "grammar", "json_object", "sql")
     specs = []
     for key, value in outputs.items():
         if value is None or value is False:
@@ -129,6 +133,8 @@ def _from_structured_outputs(outputs: Any) -> GrammarSpec | None:
 
 
 def _from_vllm_field(key: str, value: Any, *, param: str) -> GrammarSpec:
+    if key == "sql":
+        return _sql_spec(value, param=param)
     if key == "json":
         return _json_schema_spec(value, strict=False, param=param)
     if key == "json_object":
@@ -163,10 +169,10 @@ def _grammar_spec(text: str, kind: str, *, param: str) -> GrammarSpec:
     return GrammarSpec(kind, text.strip() + "\n")
 
 
-def _sql_spec(sql: Any) -> GrammarSpec:
-    param = "response_format.sql"
+def _sql_spec(sql: Any, *, param: str) -> GrammarSpec:
     if not isinstance(sql, dict):
-        raise GrammarError("response_format.sql must be an object", param=param)
+        raise GrammarError(f"{param} must be an object", param=param)
+    sql_options(sql, param=param)  # the answer policy: validated here, applied by the gateway
     dialect = sql.get("dialect", "sqlite")
     if dialect != "sqlite":
         raise GrammarError(f"unsupported SQL dialect {dialect!r} (only 'sqlite')",

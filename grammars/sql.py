@@ -24,12 +24,19 @@ Contract:
 - With `tables=None` table and column names are any identifier (plain, "quoted",
   `backticked` or [bracketed]); function calls take any identifier as the name. With
   tables, table names must be one of the schema's tables and column names one of its
-  columns (case-insensitive, optionally double-quoted), functions one of a fixed list;
+  columns (case-insensitive, optionally double-quoted), functions one of `_ARITY` with
+  sqlite's argument count (`count(*)`, DISTINCT only in aggregates, `round` 1-2, `substr`
+  2-3, `replace` 3, ...: what sqlite refuses for arity, the grammar refuses);
   table and column aliases (`AS T1`) are any identifier and a column may be qualified by a
-  table name or any alias. Known limits: a qualifier is not checked against the aliases the
-  query defined, a bare reference to a select-list alias (`ORDER BY cnt`) is refused in
-  schema mode unless `cnt` is a column, and an identifier may spell a keyword (the
-  recognizer then keeps both readings; excluding keywords cost 2-3x compile time).
+  table name or any alias. Known limits, all decided by sqlite afterwards
+  (grammars.sql_check; the gateway reports the verdict and can retry): a qualifier is not
+  checked against the aliases the query defines (the select list comes before FROM, so a
+  left-to-right grammar cannot know them), nor a column against the tables of its FROM,
+  nor ambiguity (`FROM t JOIN t`); a bare reference to a select-list alias (`ORDER BY
+  cnt`) is refused in schema mode unless `cnt` is a column; an identifier may spell a
+  keyword (the recognizer then keeps both readings; excluding keywords cost 2-3x compile
+  time). Short aliases only (`[A-Za-z_][A-Za-z0-9_]{0,3}` as nested optionals) made masks
+  ~4x slower (measured), so aliases stay any identifier.
 
 Knows nothing of tokenizers or backends.
 """
@@ -47,11 +54,14 @@ _KEYWORDS = (
     "intersect except join inner left right full outer cross natural on as and or not in "
     "like glob between is null exists case when then else end cast"
 ).split()
-_FUNCTIONS = (
-    "count sum avg min max abs length lower upper round substr substring coalesce ifnull "
-    "nullif instr replace trim ltrim rtrim typeof date time datetime julianday strftime total "
-    "group_concat"
-).split()
+# Function arities (schema mode): name -> argument list shape (see _call_rules).
+_ARITY = {
+    "count": "count", "sum": "agg1", "avg": "agg1", "total": "agg1", "group_concat": "agg12",
+    "min": "1n", "max": "1n", "abs": "1", "length": "1", "lower": "1", "upper": "1", "typeof": "1",
+    "round": "12", "trim": "12", "ltrim": "12", "rtrim": "12", "substr": "23", "substring": "23",
+    "coalesce": "2n", "ifnull": "2", "nullif": "2", "instr": "2", "replace": "3",
+    "date": "1n", "time": "1n", "datetime": "1n", "julianday": "1n", "strftime": "2n",
+}
 _TYPES = "integer int real text numeric float double varchar char boolean date datetime".split()
 SQL_MAX_WHITESPACE = 8  # longest whitespace run; enforced by the matcher, not the EBNF
 _WS = "[ \\t\\n] [ \\t\\n]*"  # one or more; inline (a rule or {m,n} here costs 100x)
@@ -119,11 +129,10 @@ def sql_ebnf(tables: dict[str, list[str]] | None) -> str:
         name_rules = [
             f"table_name ::= {_names_ebnf(list(tables))}",
             f"column_name ::= {_names_ebnf(columns)}",
-            f"function_name ::= {_trie_ebnf(_trie(_FUNCTIONS))}",
             "qualifier ::= table_name | ident",
-            'name_expr ::= qualifier "." column_name | column_name | function_name '
-            f'{ws0} "(" {ws0} call_args',
+            'name_expr ::= qualifier "." column_name | column_name | function_call',
             'qualified_star ::= qualifier "." "*"',
+            *_call_rules(k),
         ]
     types = _trie_ebnf(_trie(_TYPES))
     comma = f'{ws0} "," {ws0}'
@@ -172,6 +181,25 @@ def sql_ebnf(tables: dict[str, list[str]] | None) -> str:
         '[^\\]\\n]+ "]"',
     ]
     return "\n".join(_share_leading_whitespace(rules)) + "\n"
+
+
+def _call_rules(k: dict[str, str]) -> list[str]:
+    """Schema-mode function calls, one rule per arity shape (sqlite refuses a wrong count)."""
+    ws, ws0 = _WS, _WS0
+    comma = f'{ws0} "," {ws0}'
+    distinct = f"({k['distinct']} {ws})?"
+    shapes = {
+        "count": f'("*" | {distinct} expr)', "agg1": f"{distinct} expr",
+        "agg12": f"{distinct} expr ({comma} expr)?", "1": "expr", "1n": f"expr ({comma} expr)*",
+        "12": f"expr ({comma} expr)?", "2": f"expr {comma} expr", "2n": f"expr ({comma} expr)+",
+        "23": f"expr {comma} expr ({comma} expr)?", "3": f"expr {comma} expr {comma} expr",
+    }
+    by_shape: dict[str, list[str]] = {}
+    for name, shape in _ARITY.items():
+        by_shape.setdefault(shape, []).append(name)
+    calls = [f'call_{shape} {ws0} "(" {ws0} {shapes[shape]} {ws0} ")"' for shape in by_shape]
+    return ["function_call ::= " + " | ".join(calls),
+            *[f"call_{shape} ::= {_trie_ebnf(_trie(names))}" for shape, names in by_shape.items()]]
 
 
 def sql_ebnf_bounded(ebnf: str) -> str:

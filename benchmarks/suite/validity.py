@@ -4,7 +4,9 @@
 - tools: `grammars.parse_tool_calls`, at least one call, every call names a provided tool
   and its arguments validate against that tool's `parameters` schema;
 - sql: sqlite3 in memory: run the case's DDL, then `EXPLAIN` the query (parses it and
-  resolves every table and column without needing rows).
+  resolves every table and column without needing rows); with `extract` set in the check
+  (unconstrained text2sql answers) the SQL is first taken out of the answer
+  (benchmarks.text2sql.sample.extract_sql).
 
 `is_valid(text, check) -> bool` never raises on bad model output (that is just invalid);
 it raises ValueError for an unknown check kind. Knows nothing about models or timing.
@@ -68,5 +70,9 @@ def is_valid(text: str, check: dict[str, Any]) -> bool:
     if kind == "tools":
         return valid_tool_calls(text, check["tools"])
     if kind == "sql":
+        if check.get("extract"):  # unconstrained answers: the SQL in the answer (fences stripped)
+            from benchmarks.text2sql.sample import extract_sql
+
+            text = extract_sql(text)
         return valid_sql(text, check["ddl"])
     raise ValueError(f"unknown validity check kind {kind!r}")

@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.common import DATA
 from benchmarks.suite.bfcl import bfcl_to_openai_tool
 
-WORKLOADS = ("json", "json-noschema", "json-ws1", "tools", "sql", "chat")
+WORKLOADS = ("json", "json-noschema", "json-ws1", "tools", "sql", "text2sql", "text2sql-free", "chat")
 DEFAULT_DATA_DIR = DATA
 FLEXIBLE_WHITESPACE = 16
 TIGHT_WHITESPACE = 1
@@ -176,6 +176,13 @@ def load_workload(name: str, n: int, *, data_dir: pathlib.Path | None = None) ->
         return Workload(name, tuple(load_tools(data, n)), description="BFCL simple_python, tool_choice=required")
     if name == "sql":
         return Workload(name, tuple(load_sql(data, n)), description="Spider dev, schema-aware SQLite grammar")
+    if name in ("text2sql", "text2sql-free"):
+        from benchmarks.text2sql.sample import text2sql_cases
+
+        per_db = max(1, -(-n // 8))
+        cases = text2sql_cases(data, per_db, 0, constrained=name == "text2sql")[:n]
+        return Workload(name, tuple(cases), description="Spider dev sample, " + (
+            "schema-aware SQLite grammar" if name == "text2sql" else "no constraint"))
     if name == "chat":
         return Workload(name, tuple(load_json(data, n, schema_in_prompt=True, constrained=False)),
                         description="the json prompts, unconstrained (reference)")

@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--quick", action="store_true", help="few prompts, small max_tokens, reduced sweeps (< 10 min)")
     p.add_argument("--out", default=None, help="results JSON path")
     p.add_argument("--md", default=None, help="markdown table path (default: the JSON path with .md)")
-    p.add_argument("--workloads", default=None, help="comma-separated: json,tools,sql,chat,json-noschema,json-ws1")
+    p.add_argument("--workloads", default=None, help="comma-separated: json,tools,sql,text2sql,text2sql-free,chat,json-noschema,json-ws1")
     p.add_argument("--variant-workloads", default=None, help="comma-separated mask-sensitivity workloads ('' for none)")
     p.add_argument("--configs", default=None, help="comma-separated configuration names")
     p.add_argument("--cases", type=int, default=None, help="requests per workload")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -101,6 +101,7 @@ async def respond(
     grammar: CompiledGrammar | None,
     prediction: str | None,
     shape: ResponseShape,
+    revise: Callable[[list[ChoiceResult]], Awaitable[list[ChoiceResult]]] | None = None,
 ) -> Any:
     state = ctx.state
     runs = [
@@ -136,6 +137,8 @@ async def respond(
         raise ctx.mapped(exc) from exc
     finally:
         state.metrics.in_flight.dec(len(runs))
+    if revise is not None:  # e.g. the SQL retry policy (gateway.sql_answers)
+        results = await revise(results)
     _record(ctx, results)
     return JSONResponse(shape.response(ctx, results))
 

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Request
 
 from engine import TokenDelta
 from engine.prompts import ChatTemplateError, encode_text, render_chat
+from gateway import sql_answers
 from gateway.generation import ChoiceResult, ChoiceRun
 from gateway.limits import check_unsupported
 from gateway.protocol import responses as R
@@ -40,13 +41,16 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         raise ctx.mapped(exc) from exc
     ctx.prompt_ids = encode_text(state.tokenizer, prompt_text)
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
+    raw = body.model_dump(mode="json", exclude_unset=True)
+    sql_answers.check_policy(raw, stream=bool(body.stream))
     samplings, grammar = await choices_for(
         ctx, body, requested_max_tokens=body.effective_max_tokens(), max_tokens_param=max_param
     )
+    shape = ChatShape(body, grammar)
     return await respond(
         ctx, request=request, stream=body.stream, samplings=samplings, grammar=grammar,
         prediction=body.prediction.text() if body.prediction is not None else None,
-        shape=ChatShape(body),
+        shape=shape, revise=sql_answers.reviser(raw, grammar, samplings, ctx, request, shape.attempts),
     )
 
 
@@ -58,8 +62,11 @@ class ChatShape:
     """`chat.completion` objects and `chat.completion.chunk` streams; tool calls parsed out
     of the text when the request has tools (and `tool_choice` is not "none")."""
 
-    def __init__(self, body: ChatCompletionRequest) -> None:
+    def __init__(self, body: ChatCompletionRequest, grammar: Any = None) -> None:
         self.body = body
+        self.grammar = grammar  # a SQL grammar adds the sqlite verdict (gateway.sql_answers)
+        self.attempts: dict[int, int] = {}
+        self.texts: dict[int, str] = {}
         self.parse_tools = bool(body.tools) and body.tool_choice != "none"
         self.include_usage = bool(body.stream_options and body.stream_options.include_usage)
         self.parsers: dict[int, ToolCallStream] = {}
@@ -69,6 +76,12 @@ class ChatShape:
                        with_prediction=self.body.prediction is not None)
 
     def _choice(self, res: ChoiceResult) -> dict[str, Any]:
+        choice = self._plain_choice(res)
+        if (sql := sql_answers.verdict(self.grammar, res.text, attempts=self.attempts.get(res.index, 1))):
+            choice["sql"] = sql
+        return choice
+
+    def _plain_choice(self, res: ChoiceResult) -> dict[str, Any]:
         if not self.parse_tools:
             return R.chat_choice(index=res.index, content=res.text, tool_calls=None, finish_reason=res.finish_reason)
         parser = ToolCallStream()
@@ -87,10 +100,12 @@ class ChatShape:
         )
 
     def _chunk(self, ctx: RequestContext, index: int, delta: dict[str, Any], finish_reason: str | None = None) -> str:
+        choice = R.chunk_choice(index=index, delta=delta, finish_reason=finish_reason)
+        if finish_reason is not None and (sql := sql_answers.verdict(self.grammar, self.texts.get(index, ""))):
+            choice["sql"] = sql  # the last chunk of a streamed SQL choice carries the verdict
         return sse(R.chat_chunk(
             request_id=ctx.request_id, created=ctx.created, model=ctx.state.model_id,
-            choices=[R.chunk_choice(index=index, delta=delta, finish_reason=finish_reason)],
-            include_usage_key=self.include_usage,
+            choices=[choice], include_usage_key=self.include_usage,
         ))
 
     def stream_head(self, ctx: RequestContext, runs: list[ChoiceRun]) -> list[str]:
@@ -98,6 +113,7 @@ class ChatShape:
 
     def on_delta(self, ctx: RequestContext, index: int, delta: TokenDelta) -> list[str]:
         out: list[str] = []
+        self.texts[index] = self.texts.get(index, "") + delta.text
         parser = self.parsers.setdefault(index, ToolCallStream()) if self.parse_tools else None
         if parser is None:
             if delta.text:

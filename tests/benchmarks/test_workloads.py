@@ -24,7 +24,7 @@ def test_loader_shapes(name: str, data_dir: pathlib.Path) -> None:
         assert case.messages and case.messages[-1]["role"] == "user"
         spec = spec_from_request(case.body)
         expected = {"json": "json_schema", "json-noschema": "json_schema", "json-ws1": "json_schema",
-                    "tools": "tools", "sql": "sql", "chat": None}[name]
+                    "tools": "tools", "sql": "sql", "text2sql": "sql", "text2sql-free": None, "chat": None}[name]
         assert (spec.kind if spec is not None else None) == expected
     assert workload.max_whitespace == (1 if name == "json-ws1" else 16)
 

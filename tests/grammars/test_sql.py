@@ -129,3 +129,23 @@ def test_bounded_ebnf_for_engine_vllm(xgr_compiler) -> None:  # type: ignore[no-
     assert "{1,8}" in text.replace(" ", "") or "{1, 8}" in text
     theirs = xgr.Grammar.from_ebnf(text)
     assert "[ \\t\\n]*" not in str(theirs)
+
+
+def test_schema_mode_function_arity(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
+    """Calls take sqlite's argument counts: what sqlite would refuse, the grammar refuses."""
+    from grammars.sql_check import check_sql
+
+    tables = {"singer": ["Name", "Age"]}
+    compiled = sql_matcher(xgr_compiler, {"tables": tables})
+    good = ["SELECT count(*) FROM singer", "SELECT count(DISTINCT Name) FROM singer",
+            "SELECT max(Age, 3), round(Age), round(Age, 1), substr(Name, 1, 2) FROM singer",
+            "SELECT coalesce(Name, 'x'), replace(Name, 'a', 'b') FROM singer"]
+    bad = ["SELECT abs(Age, 1) FROM singer", "SELECT sum(*) FROM singer",
+           "SELECT coalesce(Name) FROM singer", "SELECT replace(Name, 'a') FROM singer",
+           "SELECT substr(Name) FROM singer"]
+    for query in good:
+        assert accepts(compiled, query), query
+        assert check_sql(query, tables).valid, query
+    for query in bad:
+        assert not accepts(compiled, query), query
+        assert not check_sql(query, tables).valid, query  # the grammar agrees with sqlite

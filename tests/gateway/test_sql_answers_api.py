@@ -1,0 +1,62 @@
+"""The `sql` verdict field on a real server (tiny random Qwen pair): on every choice, on the
+last chunk of a stream (equal to the non-streamed one at T=0), and the retry policy's 400s.
+Text is gibberish; the verdict is re-derived here with sqlite itself."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+DDL = 'CREATE TABLE singer ("Singer_ID" INT, "Name" TEXT, "Age" INT);\nCREATE TABLE concert ("concert_ID" INT, "Name" TEXT);'
+MESSAGES = [{"role": "user", "content": "How many singers are there? Answer with SQL."}]
+
+
+def _sqlite_runs(query: str) -> bool:
+    connection = sqlite3.connect(":memory:")
+    connection.executescript(DDL)
+    try:
+        connection.execute("EXPLAIN " + query.strip().rstrip(";"))
+    except sqlite3.Error:
+        return False
+    return True
+
+
+def _body(model_id: str, **sql: Any) -> dict[str, Any]:
+    return {"model": model_id, "messages": MESSAGES, "temperature": 0, "max_tokens": 40,
+            "response_format": {"type": "sql", "sql": {"dialect": "sqlite", "schema": DDL, **sql}}}
+
+
+def test_sql_field_on_choices_and_last_chunk(http: Any, openapi: Any, model_id: str) -> None:
+    r = http.post("/v1/chat/completions", json=_body(model_id))
+    assert r.status_code == 200, r.text
+    data = r.json()
+    openapi.validate(data, "CreateChatCompletionResponse")
+    choice = data["choices"][0]
+    verdict = choice["sql"]
+    assert set(verdict) == {"valid", "status", "error", "attempts"} and verdict["attempts"] == 1
+    if choice["finish_reason"] == "stop":
+        assert verdict["valid"] == _sqlite_runs(choice["message"]["content"])
+    chunks = []
+    with http.stream("POST", "/v1/chat/completions", json={**_body(model_id), "stream": True}) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunks.append(json.loads(line[len("data: "):]))
+    for chunk in chunks:
+        openapi.validate(chunk, "CreateChatCompletionStreamResponse")
+    last = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]][-1]["choices"][0]
+    assert last["sql"] == verdict
+    assert all("sql" not in c["choices"][0] for c in chunks if c["choices"] and not c["choices"][0]["finish_reason"])
+
+
+def test_retry_policy_errors_and_attempts(http: Any, model_id: str) -> None:
+    r = http.post("/v1/chat/completions", json={**_body(model_id, on_invalid="retry"), "stream": True})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "response_format.sql.on_invalid"
+    r = http.post("/v1/chat/completions", json=_body(model_id, on_invalid="sometimes"))
+    assert r.status_code == 400 and r.json()["error"]["param"] == "response_format.sql.on_invalid"
+    r = http.post("/v1/chat/completions", json={**_body(model_id, on_invalid="retry", max_attempts=3), "seed": 1})
+    assert r.status_code == 200, r.text
+    verdict = r.json()["choices"][0]["sql"]
+    assert 1 <= verdict["attempts"] <= 3
+    assert verdict["valid"] or verdict["attempts"] == 3
