@@ -28,6 +28,7 @@ from typing import Any, Literal
 import torch
 
 from engine.adaptive import AdaptiveK
+from engine.cost_model import ForwardCosts
 from engine.drafters import (
     Drafter,
     ForcedDrafter,
@@ -87,8 +88,10 @@ class SpecDecoder:
         device: str = "cpu",
         ngram_max: int = 3,
         ngram_min: int = 1,
+        costs: ForwardCosts | None = None,
     ) -> None:
         self.target_model = target_model
+        self.costs = costs  # measured forward costs shared by every request's AdaptiveK
         self.draft_model = draft_model
         self.tokenizer = tokenizer
         self.device = device
@@ -160,12 +163,14 @@ class SpecDecoder:
             stop_token_ids=self.stop_token_ids,
             drafter=drafter,
             stats=RequestStats(prompt_tokens=len(request.prompt_token_ids)),
-            adaptive=AdaptiveK(k_max=self.k) if (self.adaptive_k and self.k > 0) else None,
+            adaptive=AdaptiveK(k_max=self.k, costs=self.costs, free_drafts=not isinstance(drafter, ModelDrafter)) if (self.adaptive_k and self.k > 0) else None,
         )
 
     def choose_k(self, seq: Sequence, *, speculate: bool = True) -> int:
         if not speculate or self.k == 0:
             return 0
+        if seq.draft_kv is not None and not seq.output_ids:
+            return 0  # first token from the target's prefill alone: the draft's prefill is off the TTFT path
         return seq.adaptive.choose_k() if seq.adaptive is not None else self.k
 
     # ---- the step --------------------------------------------------------------------------

@@ -30,16 +30,18 @@ class EngineConfig:
     `unmasked_mode` "argmax" (vLLM's default) or "sample"; verification stays exact.
     `max_spec_concurrency`: above this many active requests, steps run without speculation.
     `max_num_seqs`: active requests at once; more wait in a queue of at most `max_queue`.
+    `adaptive_k`: the engine measures its forward costs at start (cached per machine, models,
+    dtype and backend; `remeasure_costs` forces a new measurement) and picks K <= k per step.
     """
 
     model: str
     draft_model: str | None = None
     drafter: DrafterName = "model"
     k: int = 4
-    adaptive_k: bool = False
+    adaptive_k: bool = True  # K per step from measured costs + acceptance (engine.cost_model); k is K_max
     draft_mask: bool = True
     unmasked_mode: Literal["argmax", "sample"] = "argmax"
-    dtype: str = "bfloat16"
+    dtype: str = "auto"  # "auto": engine.hardware.choose_dtype (bf16 where the CPU has native bf16)
     device: str = "cpu"
     max_spec_concurrency: int = 8
     max_model_len: int = 4096
@@ -50,6 +52,7 @@ class EngineConfig:
     ngram_min: int = 1
     num_threads: int | None = None
     cache_dir: str | None = None
+    remeasure_costs: bool = False
 
     def __post_init__(self) -> None:
         if self.k < 0:

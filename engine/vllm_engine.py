@@ -200,6 +200,7 @@ def split_options(kwargs: dict[str, Any]) -> tuple[EngineConfig, dict[str, Any]]
     """(EngineConfig, vLLM options) from the gateway's keyword arguments."""
     kwargs = dict(kwargs)
     opts = {k: kwargs.pop(k) for k in VLLM_OPTION_KEYS if k in kwargs}
+    kwargs.setdefault("adaptive_k", False)  # the torch engine's default; vLLM keeps a fixed K
     config = EngineConfig(**kwargs)
     if config.adaptive_k:
         raise ValueError("adaptive_k is not available on the vLLM engine")

@@ -24,10 +24,11 @@ class GatewaySettings(BaseSettings):
     model: str = "qwen2.5-coder-1.5b"
     draft_model: str | None = "qwen2.5-coder-0.5b"
     drafter: Literal["model", "ngram", "forced", "none"] = "model"
-    k: int = Field(default=4, ge=1, le=16)
+    k: int = Field(default=4, ge=1, le=16)  # with adaptive_k: the largest K
+    adaptive_k: bool = True  # torch engine: K per step from measured forward costs + acceptance
     draft_mask: bool = True
     engine: Literal["torch", "vllm"] = "torch"
-    dtype: str = "bfloat16"
+    dtype: str = "auto"  # torch engine: bfloat16 where the CPU has native bf16, else float32
     device: str = "cpu"
     max_model_len: int = Field(default=4096, ge=16)
     grammar_backend: str = "xgrammar"
@@ -63,6 +64,7 @@ class GatewaySettings(BaseSettings):
             "draft_model": self.draft_model if self.drafter == "model" else None,
             "drafter": self.drafter,
             "k": self.k,
+            "adaptive_k": self.adaptive_k and self.engine == "torch",  # vLLM keeps its fixed K
             "draft_mask": self.draft_mask,
             "dtype": self.dtype,
             "device": self.device,

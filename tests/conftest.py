@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
+import tempfile
 from collections.abc import Callable
 
 import pytest
@@ -18,6 +19,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# measured forward costs of tiny test models go to a throw-away directory, never the user's cache
+os.environ.setdefault("SPECGATE_COSTS_DIR", tempfile.mkdtemp(prefix="specgate-costs-"))
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED = pathlib.Path(os.environ.get("SPECGATE_SHARED", ROOT.parent / "shared"))

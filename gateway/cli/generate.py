@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     config = EngineConfig(
         model=args.model, draft_model=args.draft_model, drafter=drafter, k=args.k,  # type: ignore[arg-type]
         draft_mask=args.draft_mask == "on", dtype=args.dtype, max_num_seqs=1,
+        adaptive_k=args.adaptive_k == "on",
     )
     engine = build_engine(config)
     body = _request_body(args)
@@ -91,7 +92,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--drafter", choices=["model", "ngram", "forced", "none"], default=None)
     p.add_argument("-k", type=int, default=4, help="draft tokens per step")
     p.add_argument("--draft-mask", choices=["on", "off"], default="on")
-    p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
+    p.add_argument("--dtype", choices=["auto", "bfloat16", "float32"], default="auto")
+    p.add_argument("--adaptive-k", choices=["on", "off"], default="on", help="K per step from measured costs")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=None)

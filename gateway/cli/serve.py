@@ -30,7 +30,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", default=S, help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=S, help="port (default 8000)")
     p.add_argument("--api-key", dest="api_key", default=S, help="require 'Authorization: Bearer <key>'")
-    p.add_argument("--dtype", default=S, help="model dtype (default bfloat16)")
+    p.add_argument("--dtype", default=S, help="model dtype: auto (default; bfloat16 where the CPU has native "
+                   "bf16, else float32), bfloat16, float32")
+    p.add_argument("--adaptive-k", dest="adaptive_k", choices=["on", "off"], default=S,
+                   help="pick K <= -k per step from measured costs and acceptance (default on)")
     p.add_argument("--device", default=S, help="torch device (default cpu)")
     p.add_argument("--max-model-len", dest="max_model_len", type=int, default=S)
     p.add_argument("--served-model-name", dest="served_model_name", default=S)
@@ -45,7 +48,7 @@ def register(subparsers: Any) -> None:
 
 
 _SETTING_KEYS = (
-    "model", "draft_model", "drafter", "k", "draft_mask", "engine", "host", "port", "api_key", "dtype",
+    "model", "draft_model", "drafter", "k", "draft_mask", "engine", "host", "port", "api_key", "dtype", "adaptive_k",
     "device", "max_model_len", "served_model_name", "max_concurrent_requests", "max_queue",
     "max_tokens_cap", "max_body_bytes", "stats_log_interval_s", "log_level",
 )
@@ -57,6 +60,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     overrides = {key: getattr(args, key) for key in _SETTING_KEYS if hasattr(args, key)}
     if "draft_mask" in overrides:
         overrides["draft_mask"] = overrides["draft_mask"] == "on"
+    if "adaptive_k" in overrides:
+        overrides["adaptive_k"] = overrides["adaptive_k"] == "on"
     return GatewaySettings(**overrides)
 
 
