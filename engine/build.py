@@ -61,6 +61,6 @@ def build_engine(config: EngineConfig) -> TorchEngine:
     engine.dtype = dtype
     engine.startup_notes = [f"dtype {dtype} ({dtype_reason})", *(costs.describe() if costs is not None else [])]
     if costs is not None and config.adaptive_k:
-        engine.startup_notes.append("adaptive K on: K <= %d per step from these costs and each request's acceptance"
-                                    % config.k)
+        engine.startup_notes.append(
+            f"adaptive K on: K <= {config.k} per step from these costs and each request's acceptance")
     return engine

@@ -33,6 +33,7 @@ class TorchRunner:
         self._compilers: dict[int, Any] = {}
         self._grammars: dict[tuple[int, str], Any] = {}
         self._decoders: dict[tuple[str, int], Any] = {}
+        self.costs: Any = None  # engine.cost_model.ForwardCosts: adaptive K and the predicted times
 
     def compiler(self, max_whitespace: int) -> Any:
         from grammars import GrammarCompiler
@@ -74,7 +75,8 @@ class TorchRunner:
                 target_model=self.target_model, tokenizer=self.tokenizer,
                 draft_model=self.draft_model if config.drafter == "model" else None,
                 drafter=config.drafter, k=key[1], draft_mask=config.draft_mask,
-                unmasked_mode=config.unmasked_mode,
+                unmasked_mode=config.unmasked_mode, adaptive_k=config.adaptive_k and self.costs is not None,
+                costs=self.costs,
             )
         return self._decoders[key]
 
@@ -103,12 +105,23 @@ class TorchRunner:
             seq = decoder.new_sequence(request)
             stats = seq.stats
             strays_early = 0
+            costs = self.costs
+            if costs is not None:
+                record.decode_predicted_s = record.decode_plain_predicted_s = 0.0
             try:
                 while not seq.finished:
                     before_tokens = len(seq.output_ids)
                     before = (stats.time_total_s, stats.time_draft_s, stats.draft_strays, stats.steps)
+                    drafted, forwards = stats.draft_tokens, stats.draft_forwards
                     decoder.step(seq)
+                    if record.ttft_s is None and seq.output_ids:
+                        record.ttft_s = time.perf_counter() - start
                     strays_early += int(stats.draft_strays > before[2] and before_tokens < EARLY_TOKENS)
+                    if before[3] > 0 and costs is not None:
+                        record.decode_predicted_s = (record.decode_predicted_s or 0.0) + costs.step_s(
+                            stats.draft_tokens - drafted, draft_forwards=stats.draft_forwards - forwards)
+                        record.decode_plain_predicted_s = (record.decode_plain_predicted_s or 0.0) + (
+                            len(seq.output_ids) - before_tokens) * costs.plain_s
                     if before[3] > 0:  # decode steps only: the first step carries the prefill
                         record.decode_steps += 1
                         record.decode_tokens += len(seq.output_ids) - before_tokens
