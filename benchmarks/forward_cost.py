@@ -70,6 +70,8 @@ def child(option: str, args: argparse.Namespace) -> dict[str, Any]:
     from engine.cost_model import kernel_path, measure_forward_costs
 
     spec = OPTIONS[option]
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if spec.get("onednn") is False:
         torch.backends.mkldnn.enabled = False
     start = time.perf_counter()
@@ -103,7 +105,7 @@ def markdown(doc: dict[str, Any]) -> str:
             + " | draft ms/token | peak RSS GiB | best K at α=0.8 (predicted ×) |")
     lines = [f"Forward costs on {doc['cpu']} (flags {' '.join(doc['flags'])}), {doc['threads']} threads, "
              f"torch {doc['torch']}; target {doc['model']}, draft {doc['draft']}; "
-             f"`python -m benchmarks.forward_cost --repeats {doc['repeats']}` ({doc['wall_s']:.0f} s).", "",
+             f"`python -m benchmarks.forward_cost --repeats {doc['repeats']} --threads {doc['threads']}` ({doc['wall_s']:.0f} s).", "",
              head, "|" + "---|" * (head.count("|") - 1)]
     for row in doc["rows"]:
         if "error" in row:
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--prefill", default="32,256")
     p.add_argument("--out", default="benchmarks/results/forward_cost")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.prefill = [int(n) for n in str(args.prefill).split(",") if n]
@@ -143,14 +146,15 @@ def main(argv: list[str] | None = None) -> int:
     for option in args.options.split(","):
         env = {**os.environ, **OPTIONS[option]["env"]}
         cmd = [sys.executable, "-m", "benchmarks.forward_cost", "--child", option, "--model", args.model,
-               "--draft", args.draft, "--repeats", str(args.repeats), "--prefill", ",".join(map(str, args.prefill))]
+               "--draft", args.draft, "--repeats", str(args.repeats), "--threads", str(args.threads), "--prefill", ",".join(map(str, args.prefill))]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
         row = json.loads(line[7:]) if line else {"option": option, "error": (proc.stderr or "no output")[-400:]}
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "costs"}), flush=True)
     info = cpu_info()
-    doc = {"cpu": info.model, "flags": info.key_flags, "cores": info.cores, "threads": torch.get_num_threads(),
+    threads = args.threads or torch.get_num_threads()
+    doc = {"cpu": info.model, "flags": info.key_flags, "cores": info.cores, "threads": threads,
            "torch": torch.__version__, "model": args.model, "draft": args.draft or None, "repeats": args.repeats,
            "prefill": args.prefill, "rows": rows, "wall_s": time.perf_counter() - started}
     out = pathlib.Path(args.out)
