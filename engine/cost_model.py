@@ -5,8 +5,10 @@ Contract:
 - `measure_forward_costs(target, draft, k_max=...)` times real forwards through `KVCache`
   (the decoder's own path): after a `context`-token prefill, each n-token forward (n = 1..
   K_max+1, `num_logits=n` as in verify) is run `repeats` times, interleaved over n, after one
-  warm-up of each, and cropped back; the median is kept. The draft is timed the same way at
-  n = 1. Nothing is assumed: a machine where multi-token forwards cost n plain steps gets
+  warm-up of each, and cropped back; the median is kept, and the curve is made non-decreasing
+  in n (pool-adjacent-violators: a forward of more tokens never costs less; on a busy machine
+  a noisy 1-token median could otherwise make verify look cheaper than decode). The draft is
+  timed the same way at n = 1. Nothing is assumed: a machine where multi-token forwards cost n plain steps gets
   that curve, and speculation then does not pay.
 - `load_or_measure(...)` caches the result as JSON under the models cache
   (`<models root>/.costs/<key>.json`), keyed by backend, device, dtype, torch version and
@@ -189,6 +191,21 @@ def _time_forwards(model: Any, sizes: list[int], *, context: int, repeats: int, 
     return [statistics.median(samples[n]) for n in sizes]
 
 
+def monotone(values: list[float]) -> list[float]:
+    """The closest non-decreasing sequence in least squares (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [sum, count]
+    for v in values:
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    out: list[float] = []
+    for total, count in blocks:
+        out += [total / count] * int(count)
+    return out
+
+
 def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context: int = 64, repeats: int = 3,
                           device: str = "cpu", dtype: str = "", backend: str = "torch",
                           target_name: str = "", draft_name: str | None = None) -> ForwardCosts:
@@ -199,9 +216,9 @@ def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context
     if k_max < 0 or context < 1 or repeats < 1:
         raise ValueError("k_max >= 0, context >= 1 and repeats >= 1 required")
     start = time.perf_counter()
-    vocab = int(target.get_output_embeddings().weight.shape[0])
-    target_s = _time_forwards(target, list(range(1, k_max + 2)), context=context, repeats=repeats,
-                              device=device, vocab=vocab)
+    vocab = int(target.config.vocab_size)
+    target_s = monotone(_time_forwards(target, list(range(1, k_max + 2)), context=context, repeats=repeats,
+                                       device=device, vocab=vocab))
     draft_s = None
     if draft is not None:
         draft_s = _time_forwards(draft, [1], context=context, repeats=repeats, device=device, vocab=vocab)[0]

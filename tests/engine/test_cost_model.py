@@ -76,11 +76,20 @@ def test_round_trip_and_describe() -> None:
         ForwardCosts(target_s=())
 
 
+def test_measured_curve_is_made_non_decreasing() -> None:
+    from engine.cost_model import monotone
+
+    assert monotone([0.69, 0.62, 0.63, 0.53, 0.54]) == pytest.approx([0.602] * 5)
+    assert monotone([0.2, 0.365, 0.52]) == [0.2, 0.365, 0.52]
+    assert monotone([1.0, 3.0, 2.0, 4.0]) == [1.0, 2.5, 2.5, 4.0]
+
+
 def test_measure_on_a_real_model(tiny_pair: Any) -> None:
     target, draft, _ = tiny_pair
     costs = measure_forward_costs(target, draft, k_max=3, context=16, repeats=1)
     assert costs.k_max == 3 and len(costs.target_s) == 4
-    assert all(t > 0 for t in costs.target_s) and costs.draft_s is not None and costs.draft_s > 0
+    assert all(t > 0 for t in costs.target_s) and list(costs.target_s) == sorted(costs.target_s)
+    assert costs.draft_s is not None and costs.draft_s > 0
     assert costs.dtype == "float32" and costs.threads >= 1 and costs.kernel_path.startswith("aten-")
 
 
