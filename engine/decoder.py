@@ -5,7 +5,10 @@ One step: the drafter proposes up to K tokens (masked q, or one-hot for model-fr
 forward over the pending committed token(s) plus the K drafts → `probs_from_logits` with the
 request's parameters (the same T the drafter used) → `rejection_sample` with the request's
 generator → the emitted tokens advance the matcher one by one; the KV caches are cropped
-back to the committed tokens at the next use. K = 0 is a plain masked sampling step.
+back to the committed tokens at the next use. K = 0 is a plain masked sampling step. A
+request's first step is plain for the draft-model drafter (the first token needs only the
+target's prefill; the draft prefills on the second step). With `adaptive_k`, K per step comes
+from `engine.adaptive.AdaptiveK` over the shared measured `costs` (engine.cost_model).
 
 Stops: grammar termination (the terminating token is the last one emitted: nothing after
 it, no bonus), a stop token without a grammar (unless `ignore_eos`), `max_tokens` (exact,
@@ -169,7 +172,7 @@ class SpecDecoder:
     def choose_k(self, seq: Sequence, *, speculate: bool = True) -> int:
         if not speculate or self.k == 0:
             return 0
-        if seq.draft_kv is not None and not seq.output_ids:
+        if isinstance(seq.drafter, ModelDrafter) and not seq.output_ids:
             return 0  # first token from the target's prefill alone: the draft's prefill is off the TTFT path
         return seq.adaptive.choose_k() if seq.adaptive is not None else self.k
 
