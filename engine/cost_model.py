@@ -8,7 +8,8 @@ Contract:
   warm-up of each, and cropped back; the median is kept, and the curve is made non-decreasing
   in n (pool-adjacent-violators: a forward of more tokens never costs less; on a busy machine
   a noisy 1-token median could otherwise make verify look cheaper than decode). The draft is
-  timed the same way at n = 1. Nothing is assumed: a machine where multi-token forwards cost n plain steps gets
+  timed the same way at n = 1, and its `context`-token prefill gives its prefill cost per
+  token (the catch-up a draft pays on its first drafting step). Nothing is assumed: a machine where multi-token forwards cost n plain steps gets
   that curve, and speculation then does not pay.
 - `load_or_measure(...)` caches the result as JSON under the models cache
   (`<models root>/.costs/<key>.json`), keyed by backend, device, dtype, torch version and
@@ -37,7 +38,7 @@ from typing import Any
 
 from sampler import expected_speedup
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 PERFECT_ALPHA = 0.999  # "even perfect acceptance": just below 1 (alpha=1 never occurs at T>0)
 
 
@@ -45,6 +46,7 @@ PERFECT_ALPHA = 0.999  # "even perfect acceptance": just below 1 (alpha=1 never 
 class ForwardCosts:
     target_s: tuple[float, ...]        # [n-1]: seconds of one target forward of n new tokens
     draft_s: float | None = None       # seconds of one 1-token draft forward (None: no draft model)
+    draft_prefill_s: float | None = None  # seconds per token of the draft's `context`-token prefill
     context: int = 64                  # cached tokens before the timed forwards
     repeats: int = 3
     backend: str = "torch"
@@ -88,10 +90,12 @@ class ForwardCosts:
         slope = (last - self.target_s[-2]) if self.k_max >= 1 else last
         return (last + slope * (k - self.k_max)) / self.plain_s
 
-    def step_s(self, k: int, *, draft_forwards: int | None = None) -> float:
-        """Predicted seconds of one step with k drafts and `draft_forwards` (default k) forwards."""
+    def step_s(self, k: int, *, draft_forwards: int | None = None, draft_catch_up: int = 0) -> float:
+        """Predicted seconds of one step with k drafts, `draft_forwards` (default k) 1-token
+        draft forwards and `draft_catch_up` further tokens the draft had to prefill first."""
         forwards = k if draft_forwards is None else draft_forwards
-        return forwards * (self.draft_s or 0.0) + self.verify_ratio(k) * self.plain_s
+        catch_up = draft_catch_up * (self.draft_prefill_s or 0.0)
+        return forwards * (self.draft_s or 0.0) + catch_up + self.verify_ratio(k) * self.plain_s
 
     def speedup(self, alpha: float, k: int, *, free_drafts: bool = False) -> float:
         """Expected speedup of K drafts over plain steps; `free_drafts`: model-free drafts (c = 0)."""
@@ -170,7 +174,8 @@ def model_identity(model: Any) -> str:
 
 
 def _time_forwards(model: Any, sizes: list[int], *, context: int, repeats: int, device: str,
-                   vocab: int) -> list[float]:
+                   vocab: int) -> tuple[list[float], float]:
+    """(median seconds per n in `sizes`, seconds per token of the context prefill)."""
     import torch
 
     from engine.kv_cache import KVCache
@@ -178,7 +183,11 @@ def _time_forwards(model: Any, sizes: list[int], *, context: int, repeats: int, 
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (context + max(sizes),), generator=gen).tolist()
     kv = KVCache(model, device=device)
+    kv.extend(ids[:8])  # first-call set-up kept out of the prefill time
+    kv.crop(0)
+    start = time.perf_counter()
     kv.extend(ids[:context])
+    prefill_per_token = (time.perf_counter() - start) / context
     samples: dict[int, list[float]] = {n: [] for n in sizes}
     for rep in range(repeats + 1):  # rep 0 is the warm-up
         for n in sizes:
@@ -188,7 +197,7 @@ def _time_forwards(model: Any, sizes: list[int], *, context: int, repeats: int, 
             kv.crop(context)
             if rep:
                 samples[n].append(elapsed)
-    return [statistics.median(samples[n]) for n in sizes]
+    return [statistics.median(samples[n]) for n in sizes], prefill_per_token
 
 
 def monotone(values: list[float]) -> list[float]:
@@ -217,14 +226,17 @@ def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context
         raise ValueError("k_max >= 0, context >= 1 and repeats >= 1 required")
     start = time.perf_counter()
     vocab = int(target.config.vocab_size)
-    target_s = monotone(_time_forwards(target, list(range(1, k_max + 2)), context=context, repeats=repeats,
-                                       device=device, vocab=vocab))
-    draft_s = None
+    target_times, _ = _time_forwards(target, list(range(1, k_max + 2)), context=context, repeats=repeats,
+                                     device=device, vocab=vocab)
+    target_s = monotone(target_times)
+    draft_s = draft_prefill_s = None
     if draft is not None:
-        draft_s = _time_forwards(draft, [1], context=context, repeats=repeats, device=device, vocab=vocab)[0]
+        draft_times, draft_prefill_s = _time_forwards(draft, [1], context=context, repeats=repeats, device=device,
+                                                      vocab=vocab)
+        draft_s = draft_times[0]
     info = cpu_info()
     return ForwardCosts(
-        target_s=tuple(target_s), draft_s=draft_s, context=context, repeats=repeats, backend=backend,
+        target_s=tuple(target_s), draft_s=draft_s, draft_prefill_s=draft_prefill_s, context=context, repeats=repeats, backend=backend,
         device=device, dtype=dtype or str(next(target.parameters()).dtype).replace("torch.", ""),
         target=target_name or model_identity(target).split("|")[0], draft=draft_name if draft is not None else None,
         cpu=info.model if device == "cpu" else device, flags=tuple(info.key_flags), kernel_path=kernel_path(),
