@@ -29,6 +29,8 @@ def test_verify_and_draft_ratios() -> None:
     assert NATIVE_BF16.draft_ratio == pytest.approx(0.079 / 0.205)
     assert NATIVE_BF16.verify_ratio(6) == pytest.approx((0.285 + 2 * 0.020) / 0.205)  # linear beyond
     assert NATIVE_BF16.step_s(3) == pytest.approx(3 * 0.079 + 0.265)
+    with_prefill = ForwardCosts(target_s=(0.2, 0.22), draft_s=0.08, draft_prefill_s=0.01)
+    assert with_prefill.step_s(1, draft_forwards=1, draft_catch_up=300) == pytest.approx(0.08 + 3.0 + 0.22)
 
 
 def test_linear_verify_curve_turns_draft_model_speculation_off() -> None:
