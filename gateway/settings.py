@@ -26,6 +26,7 @@ class GatewaySettings(BaseSettings):
     drafter: Literal["model", "ngram", "forced", "none"] = "model"
     k: int = Field(default=4, ge=1, le=16)  # with adaptive_k: the largest K
     adaptive_k: bool = True  # torch engine: K per step from measured forward costs + acceptance
+    remeasure_costs: bool = False  # re-measure the cached forward costs at start (SPECGATE_REMEASURE_COSTS=1)
     draft_mask: bool = True
     engine: Literal["torch", "vllm"] = "torch"
     dtype: str = "auto"  # torch engine: bfloat16 where the CPU has native bf16, else float32
@@ -65,6 +66,7 @@ class GatewaySettings(BaseSettings):
             "drafter": self.drafter,
             "k": self.k,
             "adaptive_k": self.adaptive_k and self.engine == "torch",  # vLLM keeps its fixed K
+            **({"remeasure_costs": True} if self.remeasure_costs else {}),
             "draft_mask": self.draft_mask,
             "dtype": self.dtype,
             "device": self.device,
