@@ -4,8 +4,8 @@ the draft's at one token, on this machine, and what speculation is worth given a
 Contract:
 - `measure_forward_costs(target, draft, k_max=...)` times real forwards through `KVCache`
   (the decoder's own path): after a `context`-token prefill, each n-token forward (n = 1..
-  K_max+1, `num_logits=n` as in verify) is run `repeats` times, interleaved over n, after one
-  warm-up of each, and cropped back; the median is kept, and the curve is made non-decreasing
+  K_max+1, `num_logits=n` as in verify) is run `repeats` times, interleaved over n and with
+  the draft's forwards (so load bursts hit both alike), after one warm-up of each, and cropped back; the median is kept, and the curve is made non-decreasing
   in n (pool-adjacent-violators: a forward of more tokens never costs less; on a busy machine
   a noisy 1-token median could otherwise make verify look cheaper than decode). The draft is
   timed the same way at n = 1, and its `context`-token prefill gives its prefill cost per
@@ -38,7 +38,7 @@ from typing import Any
 
 from sampler import expected_speedup
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 PERFECT_ALPHA = 0.999  # "even perfect acceptance": just below 1 (alpha=1 never occurs at T>0)
 
 
@@ -173,31 +173,39 @@ def model_identity(model: Any) -> str:
     return f"{name}|{params}|{dtype}|{digest}"
 
 
-def _time_forwards(model: Any, sizes: list[int], *, context: int, repeats: int, device: str,
-                   vocab: int) -> tuple[list[float], float]:
-    """(median seconds per n in `sizes`, seconds per token of the context prefill)."""
+def _time_forwards(models: list[tuple[Any, list[int]]], *, context: int, repeats: int, device: str,
+                   vocab: int) -> list[tuple[list[float], float]]:
+    """Per (model, sizes): (median seconds per n in sizes, seconds per token of the context
+    prefill). All models' forwards are interleaved in every repeat, so a burst of load on a
+    shared machine hits target and draft alike and their ratio (what K depends on) holds."""
     import torch
 
     from engine.kv_cache import KVCache
 
     gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, vocab, (context + max(sizes),), generator=gen).tolist()
-    kv = KVCache(model, device=device)
-    kv.extend(ids[:8])  # first-call set-up kept out of the prefill time
-    kv.crop(0)
-    start = time.perf_counter()
-    kv.extend(ids[:context])
-    prefill_per_token = (time.perf_counter() - start) / context
-    samples: dict[int, list[float]] = {n: [] for n in sizes}
+    longest = max(max(sizes) for _, sizes in models)
+    ids = torch.randint(0, vocab, (context + longest,), generator=gen).tolist()
+    caches, prefill = [], []
+    for model, _ in models:
+        kv = KVCache(model, device=device)
+        kv.extend(ids[:8])  # first-call set-up kept out of the prefill time
+        kv.crop(0)
+        start = time.perf_counter()
+        kv.extend(ids[:context])
+        prefill.append((time.perf_counter() - start) / context)
+        caches.append(kv)
+    samples: list[dict[int, list[float]]] = [{n: [] for n in sizes} for _, sizes in models]
     for rep in range(repeats + 1):  # rep 0 is the warm-up
-        for n in sizes:
-            start = time.perf_counter()
-            kv.extend(ids[context: context + n], num_logits=n)
-            elapsed = time.perf_counter() - start
-            kv.crop(context)
-            if rep:
-                samples[n].append(elapsed)
-    return [statistics.median(samples[n]) for n in sizes], prefill_per_token
+        for kv, (_, sizes), times in zip(caches, models, samples, strict=True):
+            for n in sizes:
+                start = time.perf_counter()
+                kv.extend(ids[context: context + n], num_logits=n)
+                elapsed = time.perf_counter() - start
+                kv.crop(context)
+                if rep:
+                    times[n].append(elapsed)
+    return [([statistics.median(times[n]) for n in sizes], per_token)
+            for (_, sizes), times, per_token in zip(models, samples, prefill, strict=True)]
 
 
 def monotone(values: list[float]) -> list[float]:
@@ -226,14 +234,12 @@ def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context
         raise ValueError("k_max >= 0, context >= 1 and repeats >= 1 required")
     start = time.perf_counter()
     vocab = int(target.config.vocab_size)
-    target_times, _ = _time_forwards(target, list(range(1, k_max + 2)), context=context, repeats=repeats,
-                                     device=device, vocab=vocab)
-    target_s = monotone(target_times)
+    models = [(target, list(range(1, k_max + 2)))] + ([(draft, [1])] if draft is not None else [])
+    timed = _time_forwards(models, context=context, repeats=repeats, device=device, vocab=vocab)
+    target_s = monotone(timed[0][0])
     draft_s = draft_prefill_s = None
     if draft is not None:
-        draft_times, draft_prefill_s = _time_forwards(draft, [1], context=context, repeats=repeats, device=device,
-                                                      vocab=vocab)
-        draft_s = draft_times[0]
+        draft_s, draft_prefill_s = timed[1][0][0], timed[1][1]
     info = cpu_info()
     return ForwardCosts(
         target_s=tuple(target_s), draft_s=draft_s, draft_prefill_s=draft_prefill_s, context=context, repeats=repeats, backend=backend,
