@@ -9,7 +9,11 @@ forgetting, starting from a weak prior.
 With `costs` (an `engine.cost_model.ForwardCosts` measured once per machine and shared by
 every request), K is `costs.best_k(alpha)` from the very first step: no per-request warm-up.
 Model-free drafts (`free_drafts`: n-gram, Predicted Outputs, grammar-forced) cost no draft
-forward, so they are priced with c = 0.
+forward, so they are priced with c = 0. Before the draft model's first drafting step it must
+prefill the prompt (`catch_up_tokens` × the measured `draft_prefill_s`): a request decodes
+plainly until its plain steps have cost that much, then starts drafting (the ski-rental rule:
+a short answer after a long prompt, e.g. a 6-token SQL query, never pays the draft's prefill,
+and a long answer loses at most that much time, at most 2x the best choice in hindsight).
 Where `costs.pays_at_all` is False (even perfect acceptance cannot pay) K is always 0. Where
 the current alpha makes every K lose, K is 0, and every `probe_every` plain steps one K=1
 step re-probes the acceptance.
@@ -48,6 +52,7 @@ class AdaptiveK:
         self.draft_token_s: float | None = None
         self.verify_extra_s_per_token: float | None = None  # verify time beyond a plain step, per draft
         self.plain_steps_in_row = 0
+        self.plain_time_s = 0.0  # seconds of plain decode steps so far (the first, prefill step excluded)
         self.steps = 0
         self.free_drafts = free_drafts  # model-free drafter (n-gram, prediction, forced): c = 0
         self.never = costs is not None and not (costs.free_drafts_pay() if free_drafts else costs.pays_at_all)
@@ -69,6 +74,7 @@ class AdaptiveK:
             if first:
                 return
             self.plain_step_s = self._ema(self.plain_step_s, target_s)
+            self.plain_time_s += target_s
             self.plain_steps_in_row += 1
             return
         self.plain_steps_in_row = 0
@@ -86,10 +92,15 @@ class AdaptiveK:
             return 1
         return best_k
 
-    def choose_k(self) -> int:
+    def choose_k(self, *, catch_up_tokens: int = 0) -> int:
+        """K for the next step; `catch_up_tokens`: tokens the draft model would have to prefill
+        first (the whole prompt before its first drafting step)."""
         if self.costs is not None:
             if self.never:
                 return 0
+            catch_up_s = max(catch_up_tokens, 0) * (self.costs.draft_prefill_s or 0.0)
+            if not self.free_drafts and self.plain_time_s < catch_up_s:
+                return 0  # ski rental: decode plainly until that time is spent, then pay the draft's prefill
             return self._probe(self.costs.best_k(self.alpha, k_max=self.k_max, free_drafts=self.free_drafts)[0])
         return self._choose_online()
 

@@ -174,7 +174,10 @@ class SpecDecoder:
             return 0
         if isinstance(seq.drafter, ModelDrafter) and not seq.output_ids:
             return 0  # first token from the target's prefill alone: the draft's prefill is off the TTFT path
-        return seq.adaptive.choose_k() if seq.adaptive is not None else self.k
+        if seq.adaptive is None:
+            return self.k
+        behind = len(seq.tokens) - len(seq.draft_kv) if seq.draft_kv is not None else 0
+        return seq.adaptive.choose_k(catch_up_tokens=behind if isinstance(seq.drafter, ModelDrafter) else 0)
 
     # ---- the step --------------------------------------------------------------------------
 

@@ -61,6 +61,19 @@ def test_cheap_verify_picks_deep_k_and_follows_acceptance() -> None:
     assert ctl.choose_k() == 1  # periodic re-probe of the acceptance
 
 
+def test_draft_prefill_is_paid_only_after_as_much_plain_decoding() -> None:
+    """Ski rental: a 400-token prompt costs the draft 400 x 5 ms = 2 s of prefill; decode plainly
+    until 2 s of plain steps are spent, then draft (a short answer never pays the prefill)."""
+    costs = ForwardCosts(target_s=NATIVE_BF16.target_s, draft_s=0.079, draft_prefill_s=0.005)
+    ctl = AdaptiveK(k_max=4, costs=costs)
+    ctl.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=3.0)  # the prefill step
+    for _ in range(10):
+        assert ctl.choose_k(catch_up_tokens=400) == 0
+        ctl.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=0.205)
+    assert ctl.choose_k(catch_up_tokens=400) == costs.best_k(ctl.alpha)[0] > 0  # 10 x 0.205 s >= 2 s
+    assert AdaptiveK(k_max=4, costs=costs, free_drafts=True).choose_k(catch_up_tokens=400) > 0  # no prefill
+
+
 def test_predicted_speedup_matches_leviathan_formula() -> None:
     from sampler import expected_tokens_per_step
 
