@@ -1,29 +1,49 @@
 """Adaptive K: pick each step's draft length from the request's observed acceptance and the
-measured draft / verify costs, and turn speculation off for a request where it cannot pay.
+machine's measured forward costs, and turn speculation off where it cannot pay.
 
-Model (Leviathan et al.): with per-token acceptance alpha, K drafts yield
-`expected_tokens_per_step(alpha, K)` tokens per step at a cost of `c*K + verify_cost(K)`
-plain target steps, so the speedup is `sampler.expected_speedup(alpha, K, c, verify_cost)`.
-Costs are measured in seconds and expressed in units of one plain (K=0) target step, which
-the controller measures by running one plain step early on. alpha is estimated as
-accepted / (accepted + rejections) with exponential forgetting. When even the best K would
-be slower than plain decoding, K=0; every `probe_every` plain steps one K=1 step re-probes.
+Model (Leviathan et al.): with per-draft acceptance alpha, K drafts yield
+`expected_tokens_per_step(alpha, K)` tokens per step at a cost of `c*K + v_K` plain target
+steps. alpha is estimated per request as accepted / (accepted + rejections) with exponential
+forgetting, starting from a weak prior.
+
+With `costs` (an `engine.cost_model.ForwardCosts` measured once per machine and shared by
+every request), K is `costs.best_k(alpha)` from the very first step: no per-request warm-up.
+Model-free drafts (`free_drafts`: n-gram, Predicted Outputs, grammar-forced) cost no draft
+forward, so they are priced with c = 0. Before the draft model's first drafting step it must
+prefill the prompt (`catch_up_tokens` × the measured `draft_prefill_s`): a request decodes
+plainly until its plain steps have cost that much, then starts drafting (the ski-rental rule:
+a short answer after a long prompt, e.g. a 6-token SQL query, never pays the draft's prefill,
+and a long answer loses at most that much time, at most 2x the best choice in hindsight).
+Where `costs.pays_at_all` is False (even perfect acceptance cannot pay) K is always 0. Where
+the current alpha makes every K lose, K is 0, and every `probe_every` plain steps one K=1
+step re-probes the acceptance.
+
+Without `costs` (a decoder built without a cost model, e.g. in tests), the costs are learned
+online from the request's own steps: the first decode step is plain to time a plain step,
+then drafts and verify extras are timed as they run (the pre-#12 behaviour).
 
 Pure bookkeeping: knows nothing about models, grammars or requests.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sampler import expected_speedup
+
+if TYPE_CHECKING:
+    from engine.cost_model import ForwardCosts
 
 
 class AdaptiveK:
     def __init__(
-        self, *, k_max: int, decay: float = 0.9, prior_alpha: float = 0.6, probe_every: int = 16
+        self, *, k_max: int, costs: ForwardCosts | None = None, free_drafts: bool = False, decay: float = 0.9,
+        prior_alpha: float = 0.6, probe_every: int = 16,
     ) -> None:
         if k_max < 1:
             raise ValueError(f"k_max must be >= 1, got {k_max}")
         self.k_max = k_max
+        self.costs = costs
         self.decay = decay
         self.accepted = prior_alpha * 2.0  # pseudo-counts: a weak prior
         self.rejected = (1.0 - prior_alpha) * 2.0
@@ -32,7 +52,10 @@ class AdaptiveK:
         self.draft_token_s: float | None = None
         self.verify_extra_s_per_token: float | None = None  # verify time beyond a plain step, per draft
         self.plain_steps_in_row = 0
+        self.plain_time_s = 0.0  # seconds of plain decode steps so far (the first, prefill step excluded)
         self.steps = 0
+        self.free_drafts = free_drafts  # model-free drafter (n-gram, prediction, forced): c = 0
+        self.never = costs is not None and not (costs.free_drafts_pay() if free_drafts else costs.pays_at_all)
 
     @property
     def alpha(self) -> float:
@@ -46,19 +69,42 @@ class AdaptiveK:
     ) -> None:
         """Record one step: drafts verified, accepted, and its draft / target seconds."""
         self.steps += 1
+        first = self.steps == 1  # carries the prompt's prefill: its times say nothing about a step
         if num_drafts == 0:
+            if first:
+                return
             self.plain_step_s = self._ema(self.plain_step_s, target_s)
+            self.plain_time_s += target_s
             self.plain_steps_in_row += 1
             return
         self.plain_steps_in_row = 0
         self.accepted = self.decay * self.accepted + num_accepted
         self.rejected = self.decay * self.rejected + (1.0 if num_accepted < num_drafts else 0.0)
+        if first:
+            return
         self.draft_token_s = self._ema(self.draft_token_s, draft_s / num_drafts)
         if self.plain_step_s is not None:
             extra = max(target_s - self.plain_step_s, 0.0) / num_drafts
             self.verify_extra_s_per_token = self._ema(self.verify_extra_s_per_token, extra)
 
-    def choose_k(self) -> int:
+    def _probe(self, best_k: int) -> int:
+        if best_k == 0 and self.plain_steps_in_row >= self.probe_every:
+            return 1
+        return best_k
+
+    def choose_k(self, *, catch_up_tokens: int = 0) -> int:
+        """K for the next step; `catch_up_tokens`: tokens the draft model would have to prefill
+        first (the whole prompt before its first drafting step)."""
+        if self.costs is not None:
+            if self.never:
+                return 0
+            catch_up_s = max(catch_up_tokens, 0) * (self.costs.draft_prefill_s or 0.0)
+            if not self.free_drafts and self.plain_time_s < catch_up_s:
+                return 0  # ski rental: decode plainly until that time is spent, then pay the draft's prefill
+            return self._probe(self.costs.best_k(self.alpha, k_max=self.k_max, free_drafts=self.free_drafts)[0])
+        return self._choose_online()
+
+    def _choose_online(self) -> int:
         if self.steps == 0:
             return self.k_max  # the first step is mostly prefill
         if self.plain_step_s is None:
@@ -73,6 +119,4 @@ class AdaptiveK:
             speed = expected_speedup(self.alpha, k, c, 1.0 + extra * k)
             if speed > best:
                 best_k, best = k, speed
-        if best_k == 0 and self.plain_steps_in_row >= self.probe_every:
-            return 1
-        return best_k
+        return self._probe(best_k)

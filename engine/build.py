@@ -1,9 +1,12 @@
 """`build_engine(config) -> Engine`: the one place that turns an `EngineConfig` into a running
 engine, dispatching on `config.backend`.
 
-torch: load target (and draft) model + tokenizer, build the grammar compiler once
-(vocab_size = the model's logits width, stop ids by the one rule in `grammars.stop_tokens`),
-wrap a `SpecDecoder` in a `TorchEngine`. vllm: `engine.vllm_engine.build_vllm_engine`.
+torch: resolve `dtype="auto"` (`engine.hardware.choose_dtype`), load target (and draft) model +
+tokenizer, measure (or load cached) forward costs when the engine speculates
+(`engine.cost_model.load_or_measure`; exposed as `engine.forward_costs`, used by adaptive K),
+build the grammar compiler once (vocab_size = the model's logits width, stop ids by the one
+rule in `grammars.stop_tokens`), wrap a `SpecDecoder` in a `TorchEngine` with human-readable
+`startup_notes` for the gateway to log. vllm: `engine.vllm_engine.build_vllm_engine`.
 Blocking (model loading); `EngineUnavailableError` when the backend is not in this build.
 """
 
@@ -40,23 +43,39 @@ def build_engine(config: EngineConfig) -> Engine:
 
 
 def build_torch_engine(config: EngineConfig) -> Engine:
+    from engine import cost_model
     from engine.decoder import SpecDecoder
+    from engine.hardware import choose_dtype
     from engine.torch_engine import TorchEngine
     from grammars import GrammarCompiler
 
-    target, tokenizer = loader.load(config.model, dtype=config.dtype, device=config.device, cache_dir=config.cache_dir)
+    dtype, dtype_reason = choose_dtype(config.dtype, device=config.device)
+    target, tokenizer = loader.load(config.model, dtype=dtype, device=config.device, cache_dir=config.cache_dir)
     draft = None
     if config.drafter == "model":
         assert config.draft_model is not None
         draft, draft_tokenizer = loader.load(
-            config.draft_model, dtype=config.dtype, device=config.device, cache_dir=config.cache_dir
+            config.draft_model, dtype=dtype, device=config.device, cache_dir=config.cache_dir
         )
         loader.check_compat(tokenizer, draft_tokenizer)
-    decoder = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tokenizer, config=config)
+    costs = None
+    if config.speculative:
+        costs = cost_model.load_or_measure(
+            target, draft, k_max=config.k, device=config.device, target_name=config.model,
+            draft_name=config.draft_model if draft is not None else None, cache_dir=config.cache_dir,
+            refresh=config.remeasure_costs,
+        )
+    decoder = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tokenizer, config=config, costs=costs)
     compiler = GrammarCompiler(
         tokenizer,
         backend=config.grammar_backend,
         vocab_size=decoder.logits_width,
         stop_token_ids=sorted(decoder.stop_token_ids),
     )
-    return TorchEngine(decoder=decoder, model_name=loader.model_name(config.model), grammar_compiler=compiler)
+    engine = TorchEngine(decoder=decoder, model_name=loader.model_name(config.model), grammar_compiler=compiler)
+    engine.dtype = dtype
+    engine.startup_notes = [f"dtype {dtype} ({dtype_reason})", *(costs.describe() if costs is not None else [])]
+    if costs is not None and config.uses_adaptive_k:
+        engine.startup_notes.append(
+            f"adaptive K on: K <= {config.k} per step from these costs and each request's acceptance")
+    return engine

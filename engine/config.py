@@ -73,6 +73,11 @@ class EngineConfig:
     `max_num_seqs`: requests decoding at once; more wait in a queue of at most `max_queue`.
     `max_spec_concurrency`: with more active requests than this, steps run without
     speculation (the load switch; torch backend).
+    `adaptive_k` (None = on for the torch backend, off for vLLM): the engine measures its
+    forward costs at start (`engine.cost_model`, cached per machine, models, dtype and kernels;
+    `remeasure_costs` forces a new measurement) and picks K <= k per step from them and the
+    request's acceptance, 0 where speculation cannot pay. `dtype` "auto": bfloat16 on CUDA and
+    on CPUs with native bf16, float32 elsewhere (`engine.hardware.choose_dtype`).
     """
 
     model: str
@@ -80,10 +85,10 @@ class EngineConfig:
     backend: Backend = "torch"
     drafter: DrafterName = "model"
     k: int = 4
-    adaptive_k: bool = False
+    adaptive_k: bool | None = None
     draft_mask: bool = True
     unmasked_mode: UnmaskedMode = "argmax"
-    dtype: str = "bfloat16"
+    dtype: str = "auto"
     device: str = "cpu"
     max_model_len: int = 4096
     max_num_seqs: int = 8
@@ -94,6 +99,7 @@ class EngineConfig:
     ngram_min: int = 1
     num_threads: int | None = None
     cache_dir: str | None = None
+    remeasure_costs: bool = False
     vllm: VllmOptions = field(default_factory=VllmOptions)
 
     def __post_init__(self) -> None:
@@ -115,8 +121,15 @@ class EngineConfig:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
         if self.backend == "vllm" and self.adaptive_k:
             raise ValueError("adaptive_k is not available on the vLLM backend")
+        if self.dtype not in ("auto", "bfloat16", "float32", "float16"):
+            raise ValueError(f"dtype must be auto|bfloat16|float32|float16, got {self.dtype!r}")
         if self.backend == "vllm" and self.drafter == "forced":
             raise ValueError("drafter 'forced' is not available on the vLLM backend")
+
+    @property
+    def uses_adaptive_k(self) -> bool:
+        """Adaptive K is on: explicitly, or by default on the torch backend."""
+        return self.adaptive_k if self.adaptive_k is not None else self.backend == "torch"
 
     @property
     def speculative(self) -> bool:

@@ -5,7 +5,10 @@ One step: the drafter proposes up to K tokens (masked q, or one-hot for model-fr
 forward over the pending committed token(s) plus the K drafts → the sequence's
 `RequestTransform.probs` (the same T, same parameters, the drafter used for q) → `rejection_sample` with the request's
 generator → the emitted tokens advance the matcher one by one; the KV caches are cropped
-back to the committed tokens at the next use. K = 0 is a plain masked sampling step.
+back to the committed tokens at the next use. K = 0 is a plain masked sampling step. A
+request's first step is plain for the draft-model drafter (the first token needs only the
+target's prefill; the draft prefills on the second step). With `adaptive_k`, K per step comes
+from `engine.adaptive.AdaptiveK` over the shared measured `costs` (engine.cost_model).
 
 Stops: grammar termination (the terminating token is the last one emitted: nothing after
 it, no bonus), a stop token without a grammar (unless `ignore_eos`), `max_tokens` (exact,
@@ -29,6 +32,7 @@ import torch
 
 from engine.adaptive import AdaptiveK
 from engine.config import EngineConfig
+from engine.cost_model import ForwardCosts
 from engine.drafters import (
     Drafter,
     ForcedDrafter,
@@ -61,8 +65,10 @@ class SpecDecoder:
         tokenizer: Any,
         config: EngineConfig,
         draft_model: Any | None = None,
+        costs: ForwardCosts | None = None,
     ) -> None:
         self.target_model = target_model
+        self.costs = costs  # measured forward costs shared by every request's AdaptiveK
         self.draft_model = draft_model
         self.tokenizer = tokenizer
         self.config = config
@@ -118,13 +124,14 @@ class SpecDecoder:
         generator = torch.Generator(device=self.device)
         generator.manual_seed(seed if seed is not None else random.getrandbits(63))
         k_max = max(self.k, 1)
+        drafter = self._drafter_for(request)
         return SequenceState(
             request=request,
             tokens=list(request.prompt_token_ids),
             prompt_len=len(request.prompt_token_ids),
             transform=RequestTransform(request.sampling, vocab_limit=self.vocab_limit, width=self.logits_width),
             generator=generator,
-            drafter=self._drafter_for(request),
+            drafter=drafter,
             stop_token_ids=self.stop_token_ids,
             bitmask=allocate_token_bitmask(k_max + 1, self.logits_width),
             draft_bitmask=allocate_token_bitmask(1, self.logits_width),
@@ -135,13 +142,21 @@ class SpecDecoder:
             ),
             matcher=request.grammar.matcher() if request.grammar is not None else None,
             stats=RequestStats(prompt_tokens=len(request.prompt_token_ids)),
-            adaptive=AdaptiveK(k_max=self.k) if (self.config.adaptive_k and self.k > 0) else None,
+            adaptive=(
+                AdaptiveK(k_max=self.k, costs=self.costs, free_drafts=not isinstance(drafter, ModelDrafter))
+                if (self.config.uses_adaptive_k and self.k > 0) else None
+            ),
         )
 
     def choose_k(self, seq: SequenceState, *, speculate: bool = True) -> int:
         if not speculate or self.k == 0:
             return 0
-        return seq.adaptive.choose_k() if seq.adaptive is not None else self.k
+        if isinstance(seq.drafter, ModelDrafter) and not seq.output_ids:
+            return 0  # first token from the target's prefill alone: the draft's prefill is off the TTFT path
+        if seq.adaptive is None:
+            return self.k
+        behind = len(seq.tokens) - len(seq.draft_kv) if seq.draft_kv is not None else 0
+        return seq.adaptive.choose_k(catch_up_tokens=behind if isinstance(seq.drafter, ModelDrafter) else 0)
 
     # ---- the step --------------------------------------------------------------------------
 

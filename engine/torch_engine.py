@@ -81,6 +81,9 @@ class TorchEngine:
         self.tokenizer = decoder.tokenizer
         self.max_model_len = decoder.max_model_len
         self.grammar_compiler = grammar_compiler
+        self.forward_costs = decoder.costs  # engine.cost_model.ForwardCosts | None (shared by requests)
+        self.dtype: str = str(decoder.config.dtype)
+        self.startup_notes: list[str] = []  # lines for the gateway to log at start
         self.stats = EngineStats()
         self._lock = threading.Condition()
         self._waiting: collections.deque[_Slot] = collections.deque()

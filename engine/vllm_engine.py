@@ -13,7 +13,8 @@ Process model: vLLM spawns EngineCore and worker processes; the specgate plugin 
 (entry point `vllm.general_plugins`), configured through environment variables set here
 before the engine starts (SPECGATE_VLLM_MODE, SPECGATE_VLLM_DRAFT_MASK; VLLM_USE_V2_MODEL_RUNNER=0
 so GPU runs the same V1 model runner the plugin patches; VLLM_CPU_OMP_THREADS_BIND defaults to
-all CPUs this process may use). Errors: PromptTooLongError (prompt does not fit),
+all CPUs this process may use; on CPU, tcmalloc and Intel OpenMP are prepended to LD_PRELOAD
+when found, as vLLM's CPU docs require, unless SPECGATE_VLLM_PRELOAD=0). Errors: PromptTooLongError (prompt does not fit),
 EngineOverloadedError (more than max_num_seqs + max_queue requests in flight),
 GenerationError (vLLM finished a request with an error), EngineDeadError (vLLM's engine core
 died: `dead_reason` turns non-None, every request in flight and every new one fails at once).
@@ -67,13 +68,53 @@ def _cpu_bind() -> str:
     return ",".join(str(c) for c in cpus)
 
 
-def _configure_env(*, plugin_mode: str, draft_mask: bool, device: str) -> None:
+_TCMALLOC_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+                  "/usr/local/lib")
+_TCMALLOC_NAMES = ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4", "libtcmalloc_minimal.so", "libtcmalloc.so")
+
+
+def find_preload_libraries(*, prefixes: tuple[str, ...] | None = None,
+                           lib_dirs: tuple[str, ...] = _TCMALLOC_DIRS) -> dict[str, str | None]:
+    """The libraries vLLM's CPU docs ask to preload: tcmalloc (Debian `libtcmalloc-minimal4`)
+    and Intel OpenMP (`libiomp5.so`, from the `intel-openmp` wheel in this environment's lib/)."""
+    import sys
+
+    prefixes = prefixes if prefixes is not None else tuple(dict.fromkeys((sys.prefix, sys.base_prefix)))
+    iomp = next((str(p) for prefix in prefixes if (p := pathlib.Path(prefix) / "lib" / "libiomp5.so").is_file()),
+                None)
+    tcmalloc = next((str(pathlib.Path(d) / n) for d in lib_dirs for n in _TCMALLOC_NAMES
+                     if (pathlib.Path(d) / n).is_file()), None)
+    return {"tcmalloc": tcmalloc, "iomp5": iomp}
+
+
+def preload_for_vllm(found: dict[str, str | None]) -> list[str]:
+    """Prepend the found libraries to LD_PRELOAD (read by vLLM's spawned EngineCore / worker
+    processes; this process has already loaded its allocator and OpenMP). A library already
+    named in LD_PRELOAD is not added twice. Returns the startup-log lines saying what was found."""
+    current = [p for p in os.environ.get("LD_PRELOAD", "").split(":") if p]
+    names = {pathlib.Path(p).name for p in current}
+    add = [p for p in found.values() if p is not None and pathlib.Path(p).name not in names]
+    if add:
+        os.environ["LD_PRELOAD"] = ":".join(add + current)
+    hints = {"tcmalloc": "apt-get install libtcmalloc-minimal4", "iomp5": "pip install intel-openmp"}
+    return [f"vLLM CPU preload {name}: {path}" if path else f"vLLM CPU preload {name}: not found ({hints[name]})"
+            for name, path in found.items()]
+
+
+def _configure_env(*, plugin_mode: str, draft_mask: bool, device: str) -> list[str]:
+    """Environment for vLLM's processes; returns startup-log lines (the CPU preloads found)."""
     os.environ["SPECGATE_VLLM_MODE"] = plugin_mode
     os.environ["SPECGATE_VLLM_DRAFT_MASK"] = "1" if draft_mask else "0"
     os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    notes: list[str] = []
     if device == "cpu":
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_bind())
+        if os.environ.get("SPECGATE_VLLM_PRELOAD", "1") != "0":
+            notes = preload_for_vllm(find_preload_libraries())
+        else:
+            notes = ["vLLM CPU preload off (SPECGATE_VLLM_PRELOAD=0)"]
+    return notes
 
 
 class VllmEngine:
@@ -87,6 +128,7 @@ class VllmEngine:
         self.max_model_len = config.max_model_len
         self.stop_token_ids = stop_token_ids
         self.stats = EngineStats()
+        self.startup_notes: list[str] = []  # lines for the gateway to log at start (CPU preloads found)
         self._live: set[str] = set()
 
     # ---- lifecycle / load signals ----------------------------------------------------------
@@ -265,7 +307,7 @@ def build_vllm_engine(config: EngineConfig) -> VllmEngine:
     allow = os.environ.get("VLLM_PLUGINS")
     if opts.plugin_mode != "off" and allow is not None and PLUGIN_ENTRY_POINT not in allow.split(","):
         raise RuntimeError(f"VLLM_PLUGINS={allow!r} excludes {PLUGIN_ENTRY_POINT}")
-    _configure_env(plugin_mode=opts.plugin_mode, draft_mask=config.draft_mask, device=config.device)
+    notes = _configure_env(plugin_mode=opts.plugin_mode, draft_mask=config.draft_mask, device=config.device)
 
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -311,5 +353,7 @@ def build_vllm_engine(config: EngineConfig) -> VllmEngine:
     )
     compiler = GrammarCompiler(tokenizer, backend="xgrammar", vocab_size=vocab_size,
                                stop_token_ids=stop_ids)
-    return VllmEngine(llm=llm, config=config, model_name=model_name(config.model), tokenizer=tokenizer,
-                      grammar_compiler=compiler, stop_token_ids=stop_ids)
+    engine = VllmEngine(llm=llm, config=config, model_name=model_name(config.model), tokenizer=tokenizer,
+                        grammar_compiler=compiler, stop_token_ids=stop_ids)
+    engine.startup_notes = notes
+    return engine

@@ -55,6 +55,9 @@ def create_app(settings: GatewaySettings, *, engine: Engine | None = None) -> Fa
         state.metrics.watch_engine(eng)
         stats_logger = SpecStatsLogger(state.metrics, interval_s=settings.stats_log_interval_s, k=settings.k)
         stats_logger.start()
+        for note in getattr(eng, "startup_notes", ()):
+            logger.info("%s", note)
+        state.metrics.record_engine(eng)
         logger.info("specgate serving %s (engine %s, drafter %s, k=%d, draft mask %s)",
                     state.model_id, settings.engine, settings.drafter, settings.k,
                     "on" if settings.draft_mask else "off")

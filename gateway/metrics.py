@@ -80,12 +80,34 @@ class GatewayMetrics:
             registry=r,
         )
         self.engine_up = Gauge("specgate_engine_up", "1 while the engine can serve, 0 once it is dead", registry=r)
+        self.forward_seconds = Gauge(
+            "specgate_forward_seconds", "Measured forward time at engine start (engine.cost_model)",
+            ["model", "tokens"], registry=r,
+        )
+        self.cost_model_info = Gauge(
+            "specgate_cost_model_info", "Where the forward costs were measured (value 1)",
+            ["cpu", "flags", "backend", "device", "dtype", "kernels", "speculation"], registry=r,
+        )
         self._totals = _Totals()
 
     def watch_engine(self, engine: Any) -> None:
         """Read the engine's live request count and health at every scrape."""
         self.engine_live.set_function(lambda: float(len(engine.live_request_ids())))
         self.engine_up.set_function(lambda: 0.0 if engine.dead_reason is not None else 1.0)
+
+    def record_engine(self, engine: object) -> None:
+        """Export the engine's measured forward costs (`engine.forward_costs`), if it has any."""
+        costs = getattr(engine, "forward_costs", None)
+        if costs is None:
+            return
+        for n, seconds in enumerate(costs.target_s, start=1):
+            self.forward_seconds.labels(model="target", tokens=str(n)).set(seconds)
+        if costs.draft_s is not None:
+            self.forward_seconds.labels(model="draft", tokens="1").set(costs.draft_s)
+        self.cost_model_info.labels(
+            cpu=costs.cpu, flags=" ".join(costs.flags), backend=costs.backend, device=costs.device,
+            dtype=costs.dtype, kernels=costs.kernel_path, speculation="pays" if costs.pays_at_all else "off",
+        ).set(1)
 
     def record_generation(
         self, *, prompt_tokens: int, completion_tokens: int, draft_tokens: int, accepted_tokens: int, steps: int

@@ -19,7 +19,7 @@ from engine import EngineConfig, VllmOptions
 
 # Settings that describe the engine (also the flags `specgate generate` takes).
 ENGINE_FIELDS = (
-    "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "draft_mask", "dtype", "device",
+    "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "device",
     "max_model_len", "grammar_backend", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
     "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization", "vllm_kv_cache_gib", "vllm_enforce_eager",
     "vllm_plugin_mode", "vllm_draft_sample",
@@ -37,10 +37,12 @@ class GatewaySettings(BaseSettings):
     engine: Literal["torch", "vllm"] = Field("torch", description="engine backend")
     drafter: Literal["model", "ngram", "forced", "none"] = Field(
         "model", description="draft source: draft model, prompt lookup, grammar-forced tokens only, or no speculation")
-    k: int = Field(4, description="draft tokens per step, 0..16")
-    adaptive_k: bool = Field(False, description="pick K per step from measured costs and acceptance (torch engine)")
+    k: int = Field(4, description="draft tokens per step, 0..16 (with adaptive K: the largest K)")
+    adaptive_k: bool | None = Field(
+        None, description="pick K <= k per step from measured forward costs and acceptance (default: on for torch, off for vLLM)")
+    remeasure_costs: bool = Field(False, description="re-measure the cached forward costs at start")
     draft_mask: bool = Field(True, description="apply the grammar mask to the draft too")
-    dtype: str = Field("bfloat16", description="model dtype: bfloat16, float32 or float16")
+    dtype: str = Field("auto", description="model dtype: auto (bfloat16 where the CPU has native bf16, else float32), bfloat16, float32, float16")
     device: str = Field("cpu", description="torch device")
     max_model_len: int = Field(4096, description="prompt + output tokens per request")
     grammar_backend: Literal["auto", "xgrammar", "llguidance", "outlines"] = Field(
@@ -112,6 +114,7 @@ class GatewaySettings(BaseSettings):
             drafter=self.drafter,
             k=self.k,
             adaptive_k=self.adaptive_k,
+            remeasure_costs=self.remeasure_costs,
             draft_mask=self.draft_mask,
             dtype=self.dtype,
             device=self.device,

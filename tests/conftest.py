@@ -12,6 +12,7 @@ import importlib.util
 import os
 import pathlib
 import shutil
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,8 @@ from hypothesis import settings as hypothesis_settings
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# measured forward costs of tiny test models go to a throw-away directory, never the user's cache
+os.environ.setdefault("SPECGATE_COSTS_DIR", tempfile.mkdtemp(prefix="specgate-costs-"))
 
 # Hypothesis: derandomized by default ("ci": the same examples on every run and machine, so a
 # failure reproduces and CI cannot go red by luck). `--hypothesis-profile=explore` (or

@@ -6,7 +6,12 @@ Torch-engine configurations (specgate's own `SpecDecoder`, same models, same gra
   grammar refuses is truncated; verification masks p (exact);
 - `spec-raw-q`: drafts sampled from the unmasked q = T(raw draft logits); a refused draft is
   kept and rejected with certainty (exact); at T=0 identical to `spec-unmasked-draft`;
-- `specgate`: the same grammar mask on q and p (drafts never stray; forced tokens are free);
+- `specgate`: exactly what `specgate serve` does by default: the same grammar mask on q and p
+  (drafts never stray; forced tokens are free), adaptive K <= K from the measured forward
+  costs (engine.cost_model) and each request's acceptance, the auto dtype;
+- `specgate-fixed-k`: the same with a fixed K (the K sweep);
+- `hf-plain`: transformers bf16, no speculation (the pre-#12 `no-spec`): the fixed reference,
+  whatever dtype the bench's own backend resolves to;
 - `ngram`: prompt lookup + grammar-forced tokens, no draft model;
 - `forced-only`: grammar-forced tokens only (isolates what the grammar alone gives).
 Peers:
@@ -31,6 +36,8 @@ class TorchConfig:
     drafter: Literal["model", "ngram", "forced", "none"]
     draft_mask: bool = True
     unmasked_mode: Literal["argmax", "sample"] = "argmax"
+    adaptive_k: bool = False
+    bf16_reference: bool = False  # runs on a bf16 target whatever the bench's dtype
 
     @property
     def speculates(self) -> bool:
@@ -41,7 +48,9 @@ TORCH_CONFIGS: dict[str, TorchConfig] = {
     "no-spec": TorchConfig(drafter="none"),
     "spec-unmasked-draft": TorchConfig(drafter="model", draft_mask=False, unmasked_mode="argmax"),
     "spec-raw-q": TorchConfig(drafter="model", draft_mask=False, unmasked_mode="sample"),
-    "specgate": TorchConfig(drafter="model", draft_mask=True),
+    "specgate": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True),
+    "specgate-fixed-k": TorchConfig(drafter="model", draft_mask=True),
+    "hf-plain": TorchConfig(drafter="none", bf16_reference=True),
     "ngram": TorchConfig(drafter="ngram"),
     "forced-only": TorchConfig(drafter="forced"),
 }

@@ -28,7 +28,12 @@ Row fields (None where the runner could not measure them):
 - `greedy_match` (T=0 only) = share of requests whose output text equals `no-spec`'s on the
   same case: speculation is exact, so anything below 1 is numerics (bf16 logits depend on
   how many positions a forward verifies; near-ties then flip) or an engine bug to look at;
-- `latency_p50_s` / `latency_p99_s` over requests (prefill included);
+- `latency_p50_s` / `latency_p99_s` over requests (prefill included); `ttft_p50_s` /
+  `ttft_p99_s`: time to the first token (prompt, grammar compile and prefill);
+- `cost_predicted_speedup` = Σ (decode tokens × plain step) / Σ predicted decode step times,
+  both from the forward costs `engine.cost_model` measured at start (the engine's own model
+  of what speculation is worth, fed with the tokens and forwards each step actually had);
+  `speedup_vs_cost_model` = speedup / cost_predicted_speedup (1 = the cost model is right);
 - `errors` (count) and `error` (the first message).
 Knows nothing about models or files.
 """
@@ -120,6 +125,9 @@ def summarize(records: list[RequestRecord]) -> dict[str, Any]:
         "strays_early_share": _ratio(_sum(ok, "strays_early"), strays) if strays else None,
         "latency_p50_s": percentile([r.latency_s for r in ok], 50),
         "latency_p99_s": percentile([r.latency_s for r in ok], 99),
+        "ttft_p50_s": percentile([r.ttft_s for r in ok if r.ttft_s is not None], 50),
+        "ttft_p99_s": percentile([r.ttft_s for r in ok if r.ttft_s is not None], 99),
+        "cost_predicted_speedup": _ratio(_sum(ok, "decode_plain_predicted_s"), _sum(ok, "decode_predicted_s")),
     })
     return row
 
@@ -135,6 +143,7 @@ def add_relative(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         base = baseline.get((row["workload"], row["temperature"]))
         row["speedup"] = row["predicted_speedup"] = row["speedup_vs_predicted"] = None
+        row["speedup_vs_cost_model"] = None
         if base is None or not row.get("tokens_per_second"):
             continue
         if row.get("timing") == "e2e":  # no prefill split: compare end to end with the baseline
@@ -142,6 +151,8 @@ def add_relative(rows: list[dict[str, Any]]) -> None:
                 row["speedup"] = row["e2e_tokens_per_second"] / base["e2e_tokens_per_second"]
             continue
         row["speedup"] = row["tokens_per_second"] / base["tokens_per_second"]
+        if row.get("cost_predicted_speedup") and row["config"] != BASELINE:
+            row["speedup_vs_cost_model"] = row["speedup"] / row["cost_predicted_speedup"]
         plain_step = base.get("decode_step_s")
         alpha, k = row.get("acceptance_rate"), row.get("k") or 0
         draft_step, verify_step = row.get("decode_draft_step_s"), row.get("decode_verify_step_s")

@@ -23,7 +23,10 @@ REQUIRED_FIELDS = ("workload", "config", "acceptance_rate", "mean_accepted_lengt
 def machine_info() -> dict[str, Any]:
     import torch
 
+    from engine.hardware import cpu_info
+
     return {
+        "cpu": cpu_info().model, "cpu_flags": cpu_info().key_flags,
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
@@ -69,6 +72,7 @@ def markdown(document: dict[str, Any]) -> str:
         f"(torch threads {document.get('machine', {}).get('torch_threads')}). Mode: "
         f"{'quick' if settings.get('quick') else 'full'}. " + _vllm_scope(settings) + _wall(document),
         "",
+        *_costs_header(document),
         "tok/s: decode tokens per second (prefill step excluded); speedup: over `no-spec` on the same "
         "workload, measured in this run; pred.: measured ÷ predicted by `sampler.expected_speedup` from "
         "the measured α, K, draft and verify costs; mask: verify-side mask share of step time.",
@@ -100,6 +104,7 @@ def markdown(document: dict[str, Any]) -> str:
                 f"| {_fmt(row.get('latency_p99_s'), '.1f')} |"
             )
         lines.append("")
+    lines += _ttft_table(rows)
     lines += _sources_table(rows)
     lines += _noise_check(rows)
     if document.get("notes"):
@@ -124,6 +129,36 @@ def markdown(document: dict[str, Any]) -> str:
     for plot in document.get("plots", []):
         lines.append(f"![{pathlib.Path(plot).stem}]({pathlib.Path(plot).name})")
     return "\n".join(lines) + "\n"
+
+
+def _costs_header(document: dict[str, Any]) -> list[str]:
+    """The machine and the forward costs the engine measured (engine.cost_model), as a header."""
+    machine = document.get("machine", {})
+    costs = machine.get("forward_costs")
+    lines = [f"CPU: {machine.get('cpu', '?')}, flags {' '.join(machine.get('cpu_flags', []))}; "
+             f"dtype {machine.get('dtype', '?')}.", ""]
+    if costs:
+        from engine.cost_model import ForwardCosts
+
+        lines += [f"- {line}" for line in ForwardCosts.from_dict(costs).describe()] + [""]
+    return lines
+
+
+def _ttft_table(rows: list[dict[str, Any]]) -> list[str]:
+    chosen = [r for r in rows if r.get("ttft_p50_s") is not None]
+    if not chosen:
+        return []
+    lines = ["## Time to first token and the cost model", "",
+             "TTFT: request start to the first token (prompt, grammar compile, prefill). cost model: the speedup "
+             "engine.cost_model predicts from the costs measured at start and the tokens and forwards each step "
+             "had; measured ÷ cost model = 1 when the cost model is right.", "",
+             "| workload | config | TTFT p50 s | TTFT p99 s | speedup | cost model | measured ÷ cost model |",
+             "|---|---|---|---|---|---|---|"]
+    for r in chosen:
+        lines.append(f"| {r['workload']} | {r['config']} | {_fmt(r.get('ttft_p50_s'))} | {_fmt(r.get('ttft_p99_s'))} "
+                     f"| {_fmt(r.get('speedup'))} | {_fmt(r.get('cost_predicted_speedup'))} "
+                     f"| {_fmt(r.get('speedup_vs_cost_model'))} |")
+    return lines + [""]
 
 
 def _sources_table(rows: list[dict[str, Any]]) -> list[str]:

@@ -40,9 +40,9 @@ class BenchSettings:
     quick: bool = True
     target: str = "qwen2.5-coder-1.5b"
     draft: str = "qwen2.5-coder-0.5b"
-    dtype: str = "bfloat16"
+    dtype: str = "auto"  # as `specgate serve`: engine.hardware.choose_dtype
     workloads: tuple[str, ...] = ("json", "tools", "sql", "chat")
-    configs: tuple[str, ...] = tuple(c for c in CONFIGS if c != "forced-only")
+    configs: tuple[str, ...] = tuple(c for c in CONFIGS if c not in ("forced-only", "specgate-fixed-k"))
     variant_workloads: tuple[str, ...] = VARIANT_WORKLOADS
     variant_configs: tuple[str, ...] = ("no-spec", "spec-unmasked-draft", "specgate")
     num_cases: int = 1
@@ -51,7 +51,7 @@ class BenchSettings:
     temperature: float = 0.0
     sweep_workload: str = "json"
     k_sweep: tuple[int, ...] = (1, 4, 8)
-    k_sweep_configs: tuple[str, ...] = ("spec-unmasked-draft", "specgate")
+    k_sweep_configs: tuple[str, ...] = ("spec-unmasked-draft", "specgate-fixed-k")
     temperature_sweep: tuple[float, ...] = (0.0, 0.7, 1.0)
     temperature_sweep_configs: tuple[str, ...] = ("no-spec", "spec-raw-q", "specgate")
     sweep_cases: int = 1
@@ -94,7 +94,7 @@ def full_settings(**overrides: Any) -> BenchSettings:
         variant_configs=("no-spec", "spec-unmasked-draft", "spec-raw-q", "specgate", "hf-assisted"),
         num_cases=4, max_tokens=96, k_sweep=tuple(range(1, 9)), sweep_cases=2, vllm_cases=None,
         vllm_workloads=None,
-        k_sweep_configs=("spec-unmasked-draft", "specgate", "ngram"),
+        k_sweep_configs=("spec-unmasked-draft", "specgate-fixed-k", "ngram"),
         out="benchmarks/results/bench.json",
     )
     return replace(base, **overrides)
@@ -110,20 +110,30 @@ class Bench:
         import torch
 
         from benchmarks.suite.torch_runner import TorchRunner
-        from engine import loader
+        from engine import cost_model, loader
+        from engine.hardware import choose_dtype, cpu_info
 
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)
         self.settings = settings
         self.log = log
         start = time.perf_counter()
-        target, tokenizer = loader.load(settings.target, dtype=settings.dtype, device="cpu")
+        self.dtype, why = choose_dtype(settings.dtype)
+        log(f"machine: {cpu_info().describe()}; dtype {self.dtype} ({why})")
+        target, tokenizer = loader.load(settings.target, dtype=self.dtype, device="cpu")
         needs_draft = any(TORCH_CONFIGS[c].drafter == "model" for c in self._all_torch_configs()) or any(
             c in HF_CONFIGS for c in settings.configs)
-        draft = loader.load(settings.draft, dtype=settings.dtype, device="cpu")[0] if needs_draft else None
+        draft = loader.load(settings.draft, dtype=self.dtype, device="cpu")[0] if needs_draft else None
         log(f"loaded {settings.target} + {settings.draft if draft is not None else 'no draft'} "
             f"in {time.perf_counter() - start:.1f}s")
         self.runner = TorchRunner(target_model=target, draft_model=draft, tokenizer=tokenizer)
+        k_max = max(settings.k, *settings.k_sweep)
+        self.costs = cost_model.load_or_measure(target, draft, k_max=k_max, target_name=settings.target,
+                                                draft_name=settings.draft if draft is not None else None)
+        self.runner.costs = self.costs  # the same costs `specgate serve` measures and caches
+        for line in self.costs.describe():
+            log(line)
+        self._bf16_runner: TorchRunner | None = None
         self._workloads: dict[tuple[str, int], Workload] = {}
         self._measured: dict[tuple[Any, ...], RequestRecord] = {}
 
@@ -146,8 +156,23 @@ class Bench:
         if config in HF_CONFIGS:
             return run_hf_assisted(self.runner, workload, case, k=k, temperature=temperature,
                                    max_tokens=max_tokens, seed=seed)
+        if TORCH_CONFIGS[config].bf16_reference:
+            return self.bf16_runner().run(workload, case, config, k=k, temperature=temperature,
+                                          max_tokens=max_tokens, seed=seed)
         return self.runner.run(workload, case, config, k=k, temperature=temperature, max_tokens=max_tokens,
                                seed=seed)
+
+    def bf16_runner(self) -> Any:
+        """The runner of the bf16 reference rows: the main one when the bench runs in bf16."""
+        from benchmarks.suite.torch_runner import TorchRunner
+        from engine import loader
+
+        if self.dtype == "bfloat16":
+            return self.runner
+        if self._bf16_runner is None:
+            target, tokenizer = loader.load(self.settings.target, dtype="bfloat16", device="cpu")
+            self._bf16_runner = TorchRunner(target_model=target, draft_model=None, tokenizer=tokenizer)
+        return self._bf16_runner
 
     def warm_up(self, workload: Workload) -> None:
         """One short unrecorded request per torch / HF configuration in the run: the first
@@ -240,7 +265,7 @@ def run_bench(settings: BenchSettings, *, log: Log = print) -> dict[str, Any]:
     document: dict[str, Any] = {
         "results": metrics.aggregate(main_records),
         "sweeps": {"k": metrics.aggregate(k_records), "temperature": metrics.aggregate(t_records)},
-        "machine": report.machine_info(),
+        "machine": {**report.machine_info(), "dtype": bench.dtype, "forward_costs": bench.costs.as_dict()},
         "settings": asdict(s),
         "unavailable": unavailable,
         "requests": [r.as_dict() for r in main_records + k_records + t_records],

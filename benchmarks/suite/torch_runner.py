@@ -21,6 +21,15 @@ from benchmarks.suite.validity import is_valid
 from benchmarks.suite.workloads import Case, Workload
 
 
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 class TorchRunner:
     def __init__(self, *, target_model: Any, draft_model: Any | None, tokenizer: Any) -> None:
         from engine.loader import model_stop_token_ids
@@ -33,6 +42,7 @@ class TorchRunner:
         self._compilers: dict[int, Any] = {}
         self._grammars: dict[tuple[int, str], Any] = {}
         self._decoders: dict[tuple[str, int], Any] = {}
+        self.costs: Any = None  # engine.cost_model.ForwardCosts: adaptive K and the predicted times
 
     def compiler(self, max_whitespace: int) -> Any:
         from grammars import GrammarCompiler
@@ -77,7 +87,9 @@ class TorchRunner:
                 config=EngineConfig(
                     model="bench-target", draft_model="bench-draft", drafter=config.drafter, k=key[1],
                     draft_mask=config.draft_mask, unmasked_mode=config.unmasked_mode,
+                    adaptive_k=config.adaptive_k and self.costs is not None,
                 ),
+                costs=self.costs,
             )
         return self._decoders[key]
 
@@ -106,12 +118,27 @@ class TorchRunner:
             seq = decoder.new_sequence(request)
             stats = seq.stats
             strays_early = 0
+            costs = self.costs
+            if costs is not None:
+                record.decode_predicted_s = record.decode_plain_predicted_s = 0.0
             try:
                 while not seq.finished:
                     before_tokens = len(seq.output_ids)
                     before = (stats.time_total_s, stats.time_draft_s, stats.draft_strays, stats.steps)
+                    drafted, forwards = stats.draft_tokens, stats.draft_forwards
+                    synced = _common_prefix(seq.draft_kv.tokens, seq.tokens) if seq.draft_kv is not None else 0
                     decoder.step(seq)
+                    if record.ttft_s is None and seq.output_ids:
+                        record.ttft_s = time.perf_counter() - start
                     strays_early += int(stats.draft_strays > before[2] and before_tokens < EARLY_TOKENS)
+                    if before[3] > 0 and costs is not None:
+                        step_forwards = stats.draft_forwards - forwards
+                        fed = len(seq.draft_kv) - synced if (step_forwards and seq.draft_kv is not None) else 0
+                        record.decode_predicted_s = (record.decode_predicted_s or 0.0) + costs.step_s(
+                            stats.draft_tokens - drafted, draft_forwards=step_forwards,
+                            draft_catch_up=max(0, fed - 2 * step_forwards))  # beyond ~2 tokens per forward
+                        record.decode_plain_predicted_s = (record.decode_plain_predicted_s or 0.0) + (
+                            len(seq.output_ids) - before_tokens) * costs.plain_s
                     if before[3] > 0:  # decode steps only: the first step carries the prefill
                         record.decode_steps += 1
                         record.decode_tokens += len(seq.output_ids) - before_tokens

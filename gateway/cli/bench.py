@@ -72,7 +72,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--target", default=None, help="target model name or directory")
     p.add_argument("--draft", default=None, help="draft model name or directory")
-    p.add_argument("--dtype", choices=["bfloat16", "float32"], default=None)
+    p.add_argument("--dtype", choices=["auto", "bfloat16", "float32"], default=None,
+                   help="model dtype (default auto, as serve: bf16 where the CPU has native bf16)")
     p.add_argument("--data-dir", default=None, help="shared data directory (default ../shared/data)")
     p.add_argument("--threads", type=int, default=None, help="torch threads")
     p.add_argument("--seed", type=int, default=None)

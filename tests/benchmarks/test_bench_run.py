@@ -35,7 +35,8 @@ def test_json_has_every_cell_with_documented_fields(bench_doc: tuple[dict[str, A
     document, out = bench_doc
     on_disk = json.loads(out.read_text())
     assert on_disk["results"] == json.loads(json.dumps(document["results"], default=str))
-    assert {"cpu_count", "torch_threads", "torch"} <= set(on_disk["machine"])
+    assert {"cpu_count", "torch_threads", "torch", "cpu", "cpu_flags", "dtype"} <= set(on_disk["machine"])
+    assert on_disk["machine"]["forward_costs"]["target_s"]  # the costs the engine measured, in the header
     cells = {(row["workload"], row["config"]) for row in on_disk["results"]}
     assert {(w, c) for w in WORKLOADS for c in CONFIGS} <= cells
     assert {("json-ws1", c) for c in ("no-spec", "spec-unmasked-draft", "specgate")} <= cells
@@ -45,9 +46,12 @@ def test_json_has_every_cell_with_documented_fields(bench_doc: tuple[dict[str, A
             assert set(REQUIRED_FIELDS) <= set(row), row
             assert row["tokens_per_second"] > 0 and 0.0 <= row["validity"] <= 1.0
             assert row["latency_p50_s"] <= row["latency_p99_s"]
+            assert 0 < row["ttft_p50_s"] <= row["ttft_p99_s"] <= row["latency_p99_s"]
     by_cell = {(row["workload"], row["config"]): row for row in on_disk["results"]}
     assert by_cell[("json", "no-spec")]["speedup"] == pytest.approx(1.0)
-    assert by_cell[("json", "specgate")]["predicted_speedup"] is not None
+    assert by_cell[("json", "specgate-fixed-k")]["predicted_speedup"] is not None
+    assert by_cell[("json", "specgate-fixed-k")]["cost_predicted_speedup"] > 0  # engine.cost_model's prediction
+    assert by_cell[("json", "specgate")]["cost_predicted_speedup"] > 0  # adaptive K: what serve does
     hf_chat = by_cell[("chat", "hf-assisted")]
     assert hf_chat["errors"] == 0 and hf_chat["completion_tokens"] > 0
 
@@ -77,7 +81,8 @@ def test_markdown_and_plots(bench_doc: tuple[dict[str, Any], pathlib.Path]) -> N
     assert len(document["plots"]) == 2
     for plot in document["plots"]:
         assert pathlib.Path(plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    k_values = {row["k"] for row in document["sweeps"]["k"] if row["config"] == "specgate"}
+    assert "## Time to first token and the cost model" in text and "forward costs (" in text
+    k_values = {row["k"] for row in document["sweeps"]["k"] if row["config"] == "specgate-fixed-k"}
     assert k_values == {1, 2}
     temperatures = {row["temperature"] for row in document["sweeps"]["temperature"]}
     assert temperatures == {0.0, 1.0}

@@ -57,6 +57,7 @@ def make_decoder(tiny_pair: tuple[Any, Any, Any]) -> Callable[..., Any]:
         from engine.config import EngineConfig
 
         kwargs.setdefault("drafter", "model")
+        kwargs.setdefault("adaptive_k", False)  # fixed K unless a test asks: tiny models' timings are noise
         use_draft = kwargs["drafter"] == "model"
         config = EngineConfig(model="tiny-target", draft_model="tiny-draft" if use_draft else None, **kwargs)
         return SpecDecoder(

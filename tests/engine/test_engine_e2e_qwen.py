@@ -1,5 +1,6 @@
 """Real Qwen2.5-Coder 0.5B → 1.5B pair (float32): greedy output with speculation equals greedy
-output without, token for token, on 10 JSON-schema prompts; every finished output validates."""
+output without, token for token, on 10 JSON-schema prompts, with a fixed K and with adaptive K
+from the measured forward costs (serve's default); every finished output validates."""
 
 from __future__ import annotations
 
@@ -36,14 +37,19 @@ def qwen_decoders(require_models: Any) -> Any:
     from grammars import GrammarCompiler
 
     require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")  # pulls if missing; fails, never skips
+    from engine.cost_model import load_or_measure
+
     names = {"model": "qwen2.5-coder-1.5b", "draft_model": "qwen2.5-coder-0.5b", "dtype": "float32"}
     target, tok = loader.load(names["model"], dtype="float32", device="cpu")
     draft, _ = loader.load(names["draft_model"], dtype="float32", device="cpu")
     plain = SpecDecoder(target_model=target, tokenizer=tok, config=EngineConfig(**names, drafter="none", k=0))
     spec = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tok,
-                       config=EngineConfig(**names, drafter="model", k=4))
+                       config=EngineConfig(**names, drafter="model", k=4, adaptive_k=False))
+    costs = load_or_measure(target, draft, k_max=4, target_name=names["model"], draft_name=names["draft_model"])
+    adaptive = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tok,  # what serve does by default, in float32
+                           config=EngineConfig(**names, drafter="model", k=4, adaptive_k=True), costs=costs)
     compiler = GrammarCompiler(tok, vocab_size=plain.logits_width, stop_token_ids=sorted(plain.stop_token_ids))
-    return plain, spec, compiler, tok
+    return plain, (spec, adaptive), compiler, tok
 
 
 def test_greedy_identity_and_validity(qwen_decoders: Any) -> None:
@@ -52,7 +58,7 @@ def test_greedy_identity_and_validity(qwen_decoders: Any) -> None:
     from engine.types import GenerationRequest, SamplingOptions
     from grammars import spec_from_request
 
-    plain, spec, compiler, tok = qwen_decoders
+    plain, specs, compiler, tok = qwen_decoders
     mismatches = []
     for i, (schema, prompt) in enumerate(zip(SCHEMAS, PROMPTS, strict=True)):
         body = {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
@@ -62,9 +68,10 @@ def test_greedy_identity_and_validity(qwen_decoders: Any) -> None:
         ids = list(ids if isinstance(ids, list) else ids["input_ids"])
         sampling = SamplingOptions(temperature=0.0, max_tokens=48)
         a = plain.generate(GenerationRequest(f"p{i}", ids, sampling, grammar=grammar))
-        b = spec.generate(GenerationRequest(f"s{i}", ids, sampling, grammar=grammar))
-        if a.output_ids != b.output_ids:
-            mismatches.append((i, a.output_ids, b.output_ids))
+        for j, spec in enumerate(specs):  # fixed K=4, then adaptive K from the measured costs
+            b = spec.generate(GenerationRequest(f"s{i}", ids, sampling, grammar=grammar))
+            if a.output_ids != b.output_ids:
+                mismatches.append((i, j, a.output_ids, b.output_ids))
         if a.finish_reason == "stop":
             jsonschema.validate(json.loads(tok.decode(a.output_ids, skip_special_tokens=True)), schema)
     assert not mismatches, mismatches

@@ -32,7 +32,7 @@ def tiny_engine_factory(tiny_target_dir: pathlib.Path, tiny_draft_dir: pathlib.P
 
         kwargs: dict[str, Any] = {
             "model": str(tiny_target_dir), "draft_model": str(tiny_draft_dir), "dtype": "float32",
-            "max_model_len": 1024, "k": 4,
+            "max_model_len": 1024, "k": 4, "adaptive_k": False,  # fixed K: tiny models' timings are noise
         }
         kwargs.update(overrides)
         return SpyEngine(build_engine(EngineConfig(**kwargs)))

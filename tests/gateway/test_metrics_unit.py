@@ -40,3 +40,19 @@ async def test_stats_logger_logs_periodically(caplog: pytest.LogCaptureFixture) 
         await stats_logger.stop()
     lines = [r.getMessage() for r in caplog.records if r.name == "specgate.gateway.stats"]
     assert len(lines) == 1 and "draft acceptance rate 1.000 (4/4)" in lines[0]
+
+
+def test_engine_forward_costs_are_exported() -> None:
+    from types import SimpleNamespace
+
+    from engine.cost_model import ForwardCosts
+
+    metrics = GatewayMetrics()
+    metrics.record_engine(SimpleNamespace(forward_costs=None))  # an engine without costs: nothing, no error
+    assert b"specgate_forward_seconds{" not in metrics.render()
+    costs = ForwardCosts(target_s=(0.2, 0.365, 0.52), draft_s=0.08, cpu="AMD EPYC 7B13", flags=("avx2", "fma"))
+    metrics.record_engine(SimpleNamespace(forward_costs=costs))
+    text = metrics.render().decode()
+    assert 'specgate_forward_seconds{model="target",tokens="3"} 0.52' in text
+    assert 'specgate_forward_seconds{model="draft",tokens="1"} 0.08' in text
+    assert 'cpu="AMD EPYC 7B13"' in text and 'flags="avx2 fma"' in text and 'speculation="off"' in text

@@ -18,6 +18,15 @@ def test_defaults_are_the_embedded_qwen_pair(monkeypatch: pytest.MonkeyPatch) ->
         "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "model", 4, True, "torch", 8000
     )
     assert s.api_key is None
+    assert s.dtype == "auto"  # dtype from the CPU flags
+    assert s.engine_config().uses_adaptive_k is True  # measured costs pick K by default (torch)
+
+
+def test_adaptive_k_flag_and_vllm_keeps_a_fixed_k() -> None:
+    off = settings_from_args(build_parser().parse_args(["serve", "--adaptive-k", "off"]))
+    assert off.adaptive_k is False and off.engine_config().uses_adaptive_k is False
+    vllm = settings_from_args(build_parser().parse_args(["serve", "--engine", "vllm"]))
+    assert vllm.engine_config().uses_adaptive_k is False
 
 
 def test_flags_override_env(monkeypatch: pytest.MonkeyPatch) -> None:
