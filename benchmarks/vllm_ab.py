@@ -134,6 +134,10 @@ def table(result: dict[str, Any]) -> str:
                      f"{spread(col['tokens_per_step'], '.2f')} | {spread(col['acceptance'], '.3f')} | "
                      f"{statistics.mean(col['proposed']):.0f} / {statistics.mean(col['verified']):.0f} / "
                      f"{statistics.mean(col['accepted']):.0f} |")
+    on, off = result["per_repeat"]["mask on"], result["per_repeat"]["mask off"]
+    ratios = [a["decode_tok_s"] / b["decode_tok_s"] for a, b in zip(on, off, strict=True) if b["decode_tok_s"]]
+    if ratios:
+        lines.append(f"\ndecode tok/s, mask on / mask off, per repeat: {spread(ratios, '.2f')}")
     return "\n".join(lines)
 
 
@@ -144,7 +148,11 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=4)
     parser.add_argument("-T", "--temperature", type=float, default=0.0)
     parser.add_argument("--out", default="benchmarks/results/vllm_ab.json")
+    parser.add_argument("--table", metavar="JSON", help="only print the table of a saved result")
     args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(pathlib.Path(args.table).read_text())))
+        return
     result = asyncio.run(run(args.repeats, args.max_tokens, args.k, args.temperature))
     print(table(result))
     if result["greedy_outputs_differing"] is not None:
