@@ -163,6 +163,18 @@ def _rows_for(runner: Any, sampled_token_ids: Any, default_on: bool) -> list[Mas
     return rows
 
 
+_PREEMPTED_SEEN = [0]
+
+
+def _note_preempted(req_ids: Any) -> None:
+    """Count vLLM's preemptions seen by this worker; the first one is logged (a resumed
+    request's matcher resyncs from its history, and its first step carries -1 pad drafts)."""
+    n = len(req_ids)
+    if n and _PREEMPTED_SEEN[0] == 0:
+        logger.warning("specgate: vLLM preempted %d request(s); their draft matchers resync on resume", n)
+    _PREEMPTED_SEEN[0] += n
+
+
 def _wrap_propose(orig: Any) -> Any:
     @functools.wraps(orig)
     def propose_draft_token_ids(self: Any, scheduler_output: Any, sampled_token_ids: Any,
@@ -174,6 +186,7 @@ def _wrap_propose(orig: Any) -> Any:
         if masker is None:
             return orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
         masker.drop(getattr(scheduler_output, "finished_req_ids", ()) or ())
+        _note_preempted(getattr(scheduler_output, "preempted_req_ids", None) or ())
         masker.begin(_rows_for(self, sampled_token_ids,
                                _env_flag("SPECGATE_VLLM_DRAFT_MASK", True)))
         drafter._specgate_masker = masker

@@ -48,10 +48,16 @@ def test_register_installs_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from engine.vllm import plugin
 
-    monkeypatch.setattr(cpu_triton_utils, "_expand_kernel_impl", cpu_triton_utils._expand_kernel_impl)
+    guarded = ("_rejection_random_sample_kernel_impl", "_sample_recovered_tokens_kernel_impl")
+    for name in ("_expand_kernel_impl", *guarded):
+        monkeypatch.setattr(cpu_triton_utils, name, getattr(cpu_triton_utils, name))
     monkeypatch.setenv("SPECGATE_VLLM_MODE", "kernel-fix")
     plugin.register()
     assert cpu_triton_utils._expand_kernel_impl is expand_kernel_impl
+    installed = [getattr(cpu_triton_utils, name) for name in guarded]
+    assert all(getattr(fn, "_specgate_guard", False) for fn in installed)
+    plugin.register()  # idempotent: the guards are not wrapped twice
+    assert [getattr(cpu_triton_utils, name) for name in guarded] == installed
 
 
 def test_bad_plugin_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,167 @@
+"""Draft mask on vs off inside ONE vLLM engine, interleaved, repeated: a fair A/B.
+
+    python -m benchmarks.vllm_ab [--repeats 3] [--max-tokens 48] [-k 4] [-T 0.0] \
+        [--out benchmarks/results/vllm_ab.json]
+
+One specgate-vllm engine (Qwen2.5-Coder 1.5B target, 0.5B draft_model, probabilistic drafts)
+serves every request; the arm is the per-request switch `GenerationRequest.draft_mask`
+(`extra_args["specgate_draft_mask"]` in the worker). Requests run one at a time (batch 1),
+prompt by prompt, and the order of the two arms alternates per prompt and per repeat (ABBA),
+so drift in machine load falls on both arms alike. Prompts: two JSON-schema requests (schema
+only in `response_format`) and two forced tool calls.
+
+Per arm and repeat: decode tokens/s = (completion tokens - 1) / (time of last token - time of
+first token), summed over prompts, kept apart from TTFT (prefill + first step); tokens per
+verify step = completion tokens / engine steps; proposed drafts (steps x K), verified drafts
+(what the scheduler sent to the rejection sampler after cutting grammar-invalid ones),
+accepted drafts, and acceptance = accepted / proposed. Reports mean, min and max across
+repeats. Asserts nothing; at T=0 it also counts prompts whose output differs between arms
+(the draft mask must not change greedy output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import pathlib
+import statistics
+import time
+from typing import Any
+
+from benchmarks.vllm_compare import SCHEMAS
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                   "required": ["city", "unit"]}}},
+         {"type": "function", "function": {
+             "name": "search_flights", "description": "Search flights",
+             "parameters": {"type": "object", "properties": {"origin": {"type": "string"},
+                                                             "destination": {"type": "string"},
+                                                             "date": {"type": "string"}},
+                            "required": ["origin", "destination", "date"]}}}]
+
+BODIES: list[dict[str, Any]] = [
+    {"messages": [{"role": "user", "content": "Tell me about a made-up person who lives in Lisbon."}],
+     "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMAS[0]}}},
+    {"messages": [{"role": "user", "content": "Recommend a classic science-fiction film."}],
+     "response_format": {"type": "json_schema", "json_schema": {"name": "film", "schema": SCHEMAS[1]}}},
+    {"messages": [{"role": "user", "content": "What's the weather in Paris, in celsius?"}],
+     "tools": TOOLS, "tool_choice": "required"},
+    {"messages": [{"role": "user", "content": "Find me a flight from Lisbon to Berlin on 2026-12-03."}],
+     "tools": TOOLS, "tool_choice": "required"},
+]
+ARMS = {"mask on": True, "mask off": False}
+
+
+async def _one(engine: Any, body: dict[str, Any], *, rid: str, mask: bool, max_tokens: int,
+               temperature: float, k: int) -> dict[str, Any]:
+    from benchmarks.vllm_configs import _request
+
+    req = _request(engine, body, rid=rid, max_tokens=max_tokens, temperature=temperature, seed=0)
+    req.draft_mask = mask
+    start = time.perf_counter()
+    first = last = None
+    tokens: list[int] = []
+    stats = None
+    async for delta in engine.generate(req):
+        now = time.perf_counter()
+        if delta.token_ids:
+            first = now if first is None else first
+            last = now
+        tokens += delta.token_ids
+        stats = delta.stats or stats
+    assert stats is not None and first is not None and last is not None
+    return {"tokens": tokens, "ttft_s": first - start, "decode_s": last - first,
+            "completion_tokens": stats.completion_tokens, "steps": stats.steps,
+            "proposed": max(stats.proposed_tokens, stats.steps * k), "verified": stats.draft_tokens,
+            "accepted": stats.accepted_tokens}
+
+
+def _arm_repeat(results: list[dict[str, Any]]) -> dict[str, float]:
+    toks = sum(r["completion_tokens"] for r in results)
+    steps = sum(r["steps"] for r in results)
+    proposed = sum(r["proposed"] for r in results)
+    accepted = sum(r["accepted"] for r in results)
+    decode_s = sum(r["decode_s"] for r in results)
+    return {"decode_tok_s": sum(r["completion_tokens"] - 1 for r in results) / decode_s if decode_s else 0.0,
+            "ttft_s": statistics.median(r["ttft_s"] for r in results),
+            "tokens_per_step": toks / steps if steps else 0.0,
+            "proposed": proposed, "verified": sum(r["verified"] for r in results), "accepted": accepted,
+            "acceptance": accepted / proposed if proposed else 0.0, "completion_tokens": toks}
+
+
+async def run(repeats: int, max_tokens: int, k: int, temperature: float) -> dict[str, Any]:
+    from benchmarks.vllm_configs import build_config_engine
+
+    engine = await asyncio.to_thread(build_config_engine, "specgate-vllm", k=k)
+    per: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
+    differ = 0
+    try:
+        await _one(engine, BODIES[0], rid="warmup", mask=True, max_tokens=8, temperature=0.0, k=k)
+        for rep in range(repeats):
+            rows: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
+            for i, body in enumerate(BODIES):
+                order = list(ARMS) if (rep + i) % 2 == 0 else list(reversed(ARMS))
+                outs = {}
+                for arm in order:
+                    outs[arm] = await _one(engine, body, rid=f"r{rep}-p{i}-{ARMS[arm]}", mask=ARMS[arm],
+                                           max_tokens=max_tokens, temperature=temperature, k=k)
+                    rows[arm].append(outs[arm])
+                differ += int(temperature == 0.0 and outs["mask on"]["tokens"] != outs["mask off"]["tokens"])
+            for arm in ARMS:
+                per[arm].append(_arm_repeat(rows[arm]))
+                print(f"repeat {rep} {arm}: {per[arm][-1]}", flush=True)
+    finally:
+        await engine.shutdown()
+    return {"repeats": repeats, "max_tokens": max_tokens, "k": k, "temperature": temperature,
+            "prompts": len(BODIES), "greedy_outputs_differing": differ if temperature == 0.0 else None,
+            "per_repeat": per}
+
+
+def table(result: dict[str, Any]) -> str:
+    def spread(values: list[float], fmt: str) -> str:
+        return f"{statistics.mean(values):{fmt}} ({min(values):{fmt}}–{max(values):{fmt}})"
+
+    head = ("| arm | decode tok/s | TTFT median s | tokens / verify step | acceptance (accepted/proposed) "
+            "| proposed / verified / accepted (mean per repeat) |")
+    lines = [head, "|" + "---|" * 6]
+    for arm, reps in result["per_repeat"].items():
+        col = {key: [r[key] for r in reps] for key in reps[0]}
+        lines.append(f"| {arm} | {spread(col['decode_tok_s'], '.2f')} | {spread(col['ttft_s'], '.2f')} | "
+                     f"{spread(col['tokens_per_step'], '.2f')} | {spread(col['acceptance'], '.3f')} | "
+                     f"{statistics.mean(col['proposed']):.0f} / {statistics.mean(col['verified']):.0f} / "
+                     f"{statistics.mean(col['accepted']):.0f} |")
+    on, off = result["per_repeat"]["mask on"], result["per_repeat"]["mask off"]
+    ratios = [a["decode_tok_s"] / b["decode_tok_s"] for a, b in zip(on, off, strict=True) if b["decode_tok_s"]]
+    if ratios:
+        lines.append(f"\ndecode tok/s, mask on / mask off, per repeat: {spread(ratios, '.2f')}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("-k", type=int, default=4)
+    parser.add_argument("-T", "--temperature", type=float, default=0.0)
+    parser.add_argument("--out", default="benchmarks/results/vllm_ab.json")
+    parser.add_argument("--table", metavar="JSON", help="only print the table of a saved result")
+    args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(pathlib.Path(args.table).read_text())))
+        return
+    result = asyncio.run(run(args.repeats, args.max_tokens, args.k, args.temperature))
+    print(table(result))
+    if result["greedy_outputs_differing"] is not None:
+        print(f"greedy outputs differing between arms: {result['greedy_outputs_differing']} "
+              f"of {result['prompts'] * result['repeats']}")
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
