@@ -68,3 +68,30 @@ class WhitespaceCap:
 
     def allowed_after(self, run: int) -> torch.Tensor:  # [W] int32
         return self._masks[min(run, self.limit)]
+
+
+class WhitespaceRuns:
+    """One matcher's trailing whitespace run after each accepted token, under an optional
+    `WhitespaceCap` (None: no cap, every method is a no-op that allows everything).
+    Usage in a matcher: `run = runs.next(token)`; refuse when None; else accept in the
+    backend and `runs.push(run)`; `runs.pop(n)` on rollback; `runs.restrict_(row)` after a fill."""
+
+    def __init__(self, cap: WhitespaceCap | None) -> None:
+        self.cap = cap
+        self._runs = [0]
+
+    def next(self, token_id: int) -> int | None:
+        """The run after `token_id`, or None when the cap refuses it (0 without a cap)."""
+        return 0 if self.cap is None else self.cap.run_after(self._runs[-1], token_id)
+
+    def push(self, run: int) -> None:
+        if self.cap is not None:
+            self._runs.append(run)
+
+    def pop(self, num_tokens: int) -> None:
+        if self.cap is not None and num_tokens:
+            del self._runs[len(self._runs) - num_tokens:]
+
+    def restrict_(self, row: torch.Tensor) -> None:  # row: int32 [W], in place
+        if self.cap is not None:
+            row &= self.cap.allowed_after(self._runs[-1])

@@ -38,7 +38,7 @@ from grammars.errors import GrammarError
 from grammars.json_schema import check_refs_local, close_unlisted, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
-from grammars.whitespace import WhitespaceCap
+from grammars.whitespace import WhitespaceCap, WhitespaceRuns
 
 _ERROR_PREFIX = re.compile(r"^(?:error|Error):?\s*")
 
@@ -57,30 +57,26 @@ class LLGuidanceMatcher(Matcher):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._matcher = matcher
-        self._ws_cap = ws_cap
-        self._runs = [0]  # trailing whitespace run after each accepted token (ws_cap only)
+        self._ws = WhitespaceRuns(ws_cap)
 
     def _accept(self, token_id: int) -> bool:
-        cap = self._ws_cap
-        run = 0 if cap is None else cap.run_after(self._runs[-1], token_id)
+        run = self._ws.next(token_id)
         if run is None or self._matcher.try_consume_tokens([token_id]) != 1:
             return False
-        if cap is not None:
-            self._runs.append(run)
+        self._ws.push(run)
         return True
 
     def _rollback(self, num_tokens: int) -> None:
         self._matcher.rollback(num_tokens)
-        if self._ws_cap is not None:
-            del self._runs[len(self._runs) - num_tokens:]
+        self._ws.pop(num_tokens)
 
     def _fill(self, bitmask: torch.Tensor, row: int) -> None:
         target = bitmask[row]
         self._matcher.unsafe_compute_mask_ptr(target.data_ptr(), target.numel() * 4)
         if self._matcher.is_error():  # never leave a row that allows everything or garbage
             target.zero_()
-        elif self._ws_cap is not None:
-            target &= self._ws_cap.allowed_after(self._runs[-1])
+        else:
+            self._ws.restrict_(target)
 
     def _is_complete(self) -> bool:
         return bool(self._matcher.is_accepting())

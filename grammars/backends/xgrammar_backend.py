@@ -34,7 +34,7 @@ from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf, sql_ebnf_bounded
 from grammars.tools import structural_tag
-from grammars.whitespace import WhitespaceCap
+from grammars.whitespace import WhitespaceCap, WhitespaceRuns
 
 
 class XGrammarMatcher(Matcher):
@@ -44,28 +44,22 @@ class XGrammarMatcher(Matcher):
         self._matcher = xgr.GrammarMatcher(
             compiled, override_stop_tokens=list(self.stop_token_ids), max_rollback_tokens=-1
         )
-        self._ws_cap = ws_cap
-        self._runs = [0]  # trailing whitespace run after each accepted token (ws_cap only)
+        self._ws = WhitespaceRuns(ws_cap)
 
     def _accept(self, token_id: int) -> bool:
-        cap = self._ws_cap
-        if cap is None:
-            return bool(self._matcher.accept_token(token_id))
-        run = cap.run_after(self._runs[-1], token_id)
+        run = self._ws.next(token_id)
         if run is None or not self._matcher.accept_token(token_id):
             return False
-        self._runs.append(run)
+        self._ws.push(run)
         return True
 
     def _rollback(self, num_tokens: int) -> None:
         self._matcher.rollback(num_tokens)
-        if self._ws_cap is not None:
-            del self._runs[len(self._runs) - num_tokens:]
+        self._ws.pop(num_tokens)
 
     def _fill(self, bitmask: torch.Tensor, row: int) -> None:
         self._matcher.fill_next_token_bitmask(bitmask, row)
-        if self._ws_cap is not None:
-            bitmask[row] &= self._ws_cap.allowed_after(self._runs[-1])
+        self._ws.restrict_(bitmask[row])
 
     def _is_complete(self) -> bool:
         return bool(self._matcher.is_completed())

@@ -53,15 +53,17 @@ def make_decoder(tiny_pair: tuple[Any, Any, Any]) -> Callable[..., Any]:
 
     def make(**kwargs: Any) -> SpecDecoder:
         """A decoder on the tiny pair; `kwargs` are `EngineConfig` fields (model names are
-        placeholders: the loaded tiny models are passed in)."""
+        placeholders: the loaded tiny models are passed in), plus `costs` (measured forward costs)."""
         from engine.config import EngineConfig
 
+        costs = kwargs.pop("costs", None)
         kwargs.setdefault("drafter", "model")
         kwargs.setdefault("adaptive_k", False)  # fixed K unless a test asks: tiny models' timings are noise
         use_draft = kwargs["drafter"] == "model"
         config = EngineConfig(model="tiny-target", draft_model="tiny-draft" if use_draft else None, **kwargs)
         return SpecDecoder(
-            target_model=target, draft_model=draft if use_draft else None, tokenizer=tokenizer, config=config
+            target_model=target, draft_model=draft if use_draft else None, tokenizer=tokenizer, config=config,
+            costs=costs,
         )
 
     return make
