@@ -1,6 +1,6 @@
 """The engine's output law, through the real decode path, with a test that can fail.
 
-`SpecDecoder.generate` (masked draft model, K = 2, temperature > 0) on a pair of tiny random
+`SpecDecoder.step` (masked draft model, K = 2, temperature > 0) on a pair of tiny random
 Qwen2 models with the real Qwen2.5 tokenizer, under the grammar `[0-7][0-7]` (8 allowed
 tokens at each of the first two positions, then a stop token). The two models are built to
 be *peaked and clearly different* over those 8 tokens (untied lm_head, final-norm weights
@@ -173,13 +173,16 @@ def _chi_square_pvalue(counts: Counter[tuple[int, int]], law: dict[tuple[int, in
 def _speculative_counts(
     world: dict[str, Any], sampling: SamplingOptions, samples: int, *, seed: int = 0
 ) -> tuple[Counter[tuple[int, int]], dict[str, int]]:
-    """`samples` seeded requests through `SpecDecoder.generate` (masked draft model, K = 2)."""
+    """`samples` seeded requests through `SpecDecoder.step` with K = 2 from the first step
+    (masked draft model). `generate` would let `choose_k` decide, and it makes a draft-model
+    request's first step plain (first token from the target's prefill alone): the law of the
+    first two tokens would then see speculation only at the second."""
     from engine.config import EngineConfig
     from engine.decoder import SpecDecoder
 
     decoder = SpecDecoder(
         target_model=world["target"], draft_model=world["draft"], tokenizer=world["tokenizer"],
-        config=EngineConfig(model="peaked-target", draft_model="peaked-draft", drafter="model", k=K),
+        config=EngineConfig(model="peaked-target", draft_model="peaked-draft", drafter="model", k=K, adaptive_k=False),
     )
     counts: Counter[tuple[int, int]] = Counter()
     totals = Counter[str]()
@@ -187,7 +190,12 @@ def _speculative_counts(
         request = GenerationRequest(
             f"law-{i}", world["prompt"], dataclasses.replace(sampling, seed=seed + i), grammar=world["grammar"]
         )
-        seq = decoder.generate(request)
+        seq = decoder.new_sequence(request)
+        try:
+            while not seq.finished:
+                decoder.step(seq, k=K)
+        finally:
+            seq.free()
         assert seq.finish_reason == "stop" and len(seq.output_ids) == 3, seq.output_ids
         assert seq.output_ids[2] in decoder.stop_token_ids
         counts[(seq.output_ids[0], seq.output_ids[1])] += 1
