@@ -20,7 +20,7 @@ step re-probes the acceptance.
 
 Without `costs` (a decoder built without a cost model, e.g. in tests), the costs are learned
 online from the request's own steps: the first decode step is plain to time a plain step,
-then drafts and verify extras are timed as they run (the pre-#12 behaviour).
+then drafts and verify extras are timed as they run.
 
 Pure bookkeeping: knows nothing about models, grammars or requests.
 """
