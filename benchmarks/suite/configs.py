@@ -10,7 +10,7 @@ Torch-engine configurations (specgate's own `SpecDecoder`, same models, same gra
   (drafts never stray; forced tokens are free), adaptive K <= K from the measured forward
   costs (engine.cost_model) and each request's acceptance, the auto dtype;
 - `specgate-fixed-k`: the same with a fixed K (the K sweep);
-- `hf-plain`: transformers bf16, no speculation, whatever `--dtype auto` picks: the fixed reference,
+- `hf-plain`: transformers bf16, no speculation: the fixed reference,
   whatever dtype the bench's own backend resolves to;
 - `ngram`: prompt lookup + grammar-forced tokens, no draft model;
 - `forced-only`: grammar-forced tokens only (isolates what the grammar alone gives).
