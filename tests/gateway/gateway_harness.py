@@ -8,13 +8,18 @@ so `finish_reason: null` and `usage: null` in stream chunks validate as OpenAI's
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 API_KEY = "test-key"
 
@@ -65,6 +70,34 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def spawn_serve(port: int, api_key: str, *args: str) -> subprocess.Popen[bytes]:
+    """A real `specgate serve` process on loopback (this checkout's code, offline), stdout and
+    stderr piped; `args` are further serve flags."""
+    cmd = [sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())", "serve",
+           "--port", str(port), "--api-key", api_key, *args]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_healthy(base: str, proc: subprocess.Popen[bytes], *, timeout: float, poll_s: float) -> None:
+    """Poll `/health` until 200; RuntimeError (with the server's stderr tail) if it exits first
+    or stays unhealthy past `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {proc.stderr.read().decode()[-3000:] if proc.stderr else ''}")
+        try:
+            if httpx.get(base + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(poll_s)
+    raise RuntimeError(f"server did not become healthy in {timeout:g} s")
 
 
 class SpyEngine:

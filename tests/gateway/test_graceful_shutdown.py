@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import pathlib
 import signal
 import subprocess
-import sys
 import time
 from typing import Any
 
 import httpx
 import pytest
-from gateway_harness import free_port
+from gateway_harness import free_port, spawn_serve, wait_healthy
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 KEY = "shutdown-key"
 HEADERS = {"Authorization": f"Bearer {KEY}"}
 DEADLINE_S = 5.0
@@ -29,26 +26,9 @@ pytestmark = pytest.mark.slow
 
 
 def _serve(target: pathlib.Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())", "serve",
-           "--model", str(target), "--drafter", "none", "--dtype", "float32", "--port", str(port),
-           "--max-model-len", "4096", "--max-tokens-cap", "4000", "--api-key", KEY,
-           "--shutdown-timeout-s", str(DEADLINE_S), "--log-level", "warning", *extra]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def _wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError("server did not become healthy")
+    return spawn_serve(port, KEY, "--model", str(target), "--drafter", "none", "--dtype", "float32",
+                       "--max-model-len", "4096", "--max-tokens-cap", "4000",
+                       "--shutdown-timeout-s", str(DEADLINE_S), "--log-level", "warning", *extra)
 
 
 def _stream(base: str, body: dict[str, Any], started: Any) -> dict[str, Any]:
@@ -76,7 +56,7 @@ def test_sigterm_finishes_or_fails_in_flight_and_leaves_no_process(tiny_target_d
     base = f"http://127.0.0.1:{port}"
     proc = _serve(tiny_target_dir, port)
     try:
-        _wait_healthy(base, proc)
+        wait_healthy(base, proc, timeout=180, poll_s=0.3)
         model = httpx.get(base + "/v1/models", headers=HEADERS).json()["data"][0]["id"]
         short = {"model": model, "messages": [{"role": "user", "content": "short"}], "max_tokens": 8,
                  "ignore_eos": True}

@@ -13,64 +13,35 @@ Prints the figures. ~3 min on 2 cores (two vLLM starts)."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import os
-import pathlib
 import signal
 import subprocess
-import sys
 import time
 from typing import Any
 
 import httpx
 import pytest
-from gateway_harness import free_port
+from gateway_harness import free_port, spawn_serve, wait_healthy
 
 from benchmarks.load import run_load
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 KEY = "vllm-key"
 HEADERS = {"Authorization": f"Bearer {KEY}"}
 
 
-def _models_available() -> bool:
-    from engine.models import resolve_model
-
-    try:
-        resolve_model("qwen2.5-coder-1.5b", pull=False)
-        resolve_model("qwen2.5-coder-0.5b", pull=False)
-    except Exception:  # noqa: BLE001
-        return False
-    return True
-
-
 pytestmark = [
     pytest.mark.e2e, pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed"),
-    pytest.mark.skipif(not _models_available(), reason="the Qwen pair is not pulled"),
+    pytest.mark.vllm,  # skipped only in a build made with SPECGATE_SKIP_VLLM=1 (tests/conftest.py)
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _qwen_pair(require_models: Any) -> None:
+    require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")  # pulls if missing; fails, never skips
+
+
 def _serve(port: int, *args: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())", "serve",
-           "--engine", "vllm", "--port", str(port), "--api-key", KEY, "--max-model-len", "2048",
-           "--max-concurrent-requests", "4", "--shutdown-timeout-s", "5", "--log-level", "warning", *args]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def _wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout: float = 400) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(proc.stderr.read().decode()[-3000:] if proc.stderr else "server exited")
-        try:
-            if httpx.get(base + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise RuntimeError("vLLM server did not become healthy")
+    return spawn_serve(port, KEY, "--engine", "vllm", "--max-model-len", "2048", "--max-concurrent-requests", "4",
+                       "--shutdown-timeout-s", "5", "--log-level", "warning", *args)
 
 
 def _metric(base: str, name: str) -> float:
@@ -112,7 +83,7 @@ def test_vllm_load_cancellation_and_clean_shutdown() -> None:
     proc = _serve(port, "--model", "qwen2.5-coder-1.5b", "--draft-model", "qwen2.5-coder-0.5b", "-k", "4")
     children: list[Any] = []
     try:
-        _wait_healthy(base, proc)
+        wait_healthy(base, proc, timeout=400, poll_s=1)
         children = psutil.Process(proc.pid).children(recursive=True)
         report = asyncio.run(run_load(base, api_key=KEY, clients=6, requests=10, drop=0.2, max_tokens=16,
                                       seed=0, timeout_s=300, server_pid=proc.pid))
@@ -154,7 +125,7 @@ def test_vllm_dead_engine_core_turns_health_503() -> None:
     proc = _serve(port, "--model", "qwen2.5-coder-0.5b", "--drafter", "none")
     children: list[Any] = []
     try:
-        _wait_healthy(base, proc)
+        wait_healthy(base, proc, timeout=400, poll_s=1)
         children = psutil.Process(proc.pid).children(recursive=True)
         core = [c for c in psutil.Process(proc.pid).children() if "python" in c.name().lower()
                 or "engine" in c.name().lower() or "vllm" in " ".join(c.cmdline()).lower()]
