@@ -1,13 +1,18 @@
 """Adaptive K: pick each step's draft length from the request's observed acceptance and the
 machine's measured forward costs, and turn speculation off where it cannot pay.
 
-Model (Leviathan et al.): with per-draft acceptance alpha, K drafts yield
-`expected_tokens_per_step(alpha, K)` tokens per step at a cost of `c*K + v_K` plain target
-steps. alpha is estimated per request as accepted / (accepted + rejections) with exponential
-forgetting, starting from a weak prior.
+Model: K drafts yield `1 + sum_{i<K} prod_{j<=i} h_j` tokens per step at a cost of `c*K + v_K`
+plain target steps, where h_j is the request's depth-wise acceptance
+(`engine.acceptance_model.DepthAcceptance`: per-depth counts with exponential forgetting,
+a weak prior, depths never reached extrapolated from the one above). With i.i.d. acceptance
+this is Leviathan et al.'s geometric model; where acceptance is bursty (a step that got past
+its first drafts goes on) it values long K as it should. `alpha` is the pooled i.i.d.
+estimate, kept for reporting. `shared` (an engine-wide `DepthAcceptance` for this drafter kind,
+`engine.acceptance_model.AcceptancePriors`): its hazards are the request's prior and every
+observed step feeds it, so a request starts from the pair's acceptance, not a generic 0.6.
 
 With `costs` (an `engine.cost_model.ForwardCosts` measured once per machine and shared by
-every request), K is `costs.best_k(alpha)` from the very first step: no per-request warm-up.
+every request), K is `costs.best_k(hazards)` from the very first step: no per-request warm-up.
 Model-free drafts (`free_drafts`: n-gram, Predicted Outputs, grammar-forced) cost no draft
 forward, so they are priced with c = 0. Before the draft model's first drafting step it must
 prefill the prompt (`catch_up_tokens` × the measured `draft_prefill_s`): a request decodes
@@ -29,7 +34,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sampler import expected_speedup
+from engine.acceptance_model import DepthAcceptance
+from sampler import expected_speedup_from_hazards
 
 if TYPE_CHECKING:
     from engine.cost_model import ForwardCosts
@@ -38,15 +44,16 @@ if TYPE_CHECKING:
 class AdaptiveK:
     def __init__(
         self, *, k_max: int, costs: ForwardCosts | None = None, free_drafts: bool = False, decay: float = 0.9,
-        prior_alpha: float = 0.6, probe_every: int = 16,
+        prior_alpha: float = 0.6, probe_every: int = 16, shared: DepthAcceptance | None = None,
     ) -> None:
         if k_max < 1:
             raise ValueError(f"k_max must be >= 1, got {k_max}")
         self.k_max = k_max
         self.costs = costs
         self.decay = decay
-        self.accepted = prior_alpha * 2.0  # pseudo-counts: a weak prior
-        self.rejected = (1.0 - prior_alpha) * 2.0
+        self.shared = shared
+        self.acceptance = DepthAcceptance(depth=k_max, prior_alpha=prior_alpha, decay=decay,
+                                          prior=shared.hazards() if shared is not None else None)
         self.probe_every = probe_every
         self.plain_step_s: float | None = None
         self.draft_token_s: float | None = None
@@ -59,7 +66,12 @@ class AdaptiveK:
 
     @property
     def alpha(self) -> float:
-        return self.accepted / (self.accepted + self.rejected)
+        """Pooled i.i.d. acceptance estimate (reporting; K follows `hazards`)."""
+        return self.acceptance.alpha
+
+    def hazards(self) -> list[float]:
+        """Depth-wise acceptance h_0..h_{k_max-1} (see `engine.acceptance_model`)."""
+        return self.acceptance.hazards()
 
     def _ema(self, old: float | None, new: float) -> float:
         return new if old is None else self.decay * old + (1 - self.decay) * new
@@ -78,8 +90,9 @@ class AdaptiveK:
             self.plain_steps_in_row += 1
             return
         self.plain_steps_in_row = 0
-        self.accepted = self.decay * self.accepted + num_accepted
-        self.rejected = self.decay * self.rejected + (1.0 if num_accepted < num_drafts else 0.0)
+        self.acceptance.observe(num_drafts=num_drafts, num_accepted=num_accepted)
+        if self.shared is not None:
+            self.shared.observe(num_drafts=num_drafts, num_accepted=num_accepted)
         if first:
             return
         self.draft_token_s = self._ema(self.draft_token_s, draft_s / num_drafts)
@@ -101,7 +114,7 @@ class AdaptiveK:
             catch_up_s = max(catch_up_tokens, 0) * (self.costs.draft_prefill_s or 0.0)
             if not self.free_drafts and self.plain_time_s < catch_up_s:
                 return 0  # ski rental: decode plainly until that time is spent, then pay the draft's prefill
-            return self._probe(self.costs.best_k(self.alpha, k_max=self.k_max, free_drafts=self.free_drafts)[0])
+            return self._probe(self.costs.best_k(self.hazards(), k_max=self.k_max, free_drafts=self.free_drafts)[0])
         return self._choose_online()
 
     def _choose_online(self) -> int:
@@ -115,8 +128,9 @@ class AdaptiveK:
         c = self.draft_token_s / unit
         extra = (self.verify_extra_s_per_token or 0.0) / unit
         best_k, best = 0, 1.0
+        hazards = self.hazards()
         for k in range(1, self.k_max + 1):
-            speed = expected_speedup(self.alpha, k, c, 1.0 + extra * k)
+            speed = expected_speedup_from_hazards(hazards, k, c, 1.0 + extra * k)
             if speed > best:
                 best_k, best = k, speed
         return self._probe(best_k)

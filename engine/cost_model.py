@@ -20,7 +20,8 @@ Contract:
   `target_s[0]`. With per-draft acceptance alpha (Leviathan et al.) the expected speedup of
   K drafts over plain decoding is `sampler.expected_speedup(alpha, K, c, v_K)` with
   `c = draft_s / target_s[0]` and `v_K = target_s[K] / target_s[0]`. `best_k(alpha)` is
-  the K in 0..K_max with the highest expected speedup (0 when none exceeds 1);
+  the K in 0..K_max with the highest expected speedup (0 when none exceeds 1); both also take
+  depth-wise hazards instead of one alpha (`engine.acceptance_model`);
   `pays_at_all` is False where even perfect acceptance cannot make any K pay.
 Pure apart from the timing and the cache file; logs nothing (the gateway logs `describe()`).
 """
@@ -33,10 +34,11 @@ import os
 import pathlib
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sampler import expected_speedup
+from sampler import expected_speedup_from_hazards
 
 CACHE_VERSION = 3
 PERFECT_ALPHA = 0.999  # "even perfect acceptance": just below 1 (alpha=1 never occurs at T>0)
@@ -97,14 +99,20 @@ class ForwardCosts:
         catch_up = draft_catch_up * (self.draft_prefill_s or 0.0)
         return forwards * (self.draft_s or 0.0) + catch_up + self.verify_ratio(k) * self.plain_s
 
-    def speedup(self, alpha: float, k: int, *, free_drafts: bool = False) -> float:
-        """Expected speedup of K drafts over plain steps; `free_drafts`: model-free drafts (c = 0)."""
+    def speedup(self, alpha: float | Sequence[float], k: int, *, free_drafts: bool = False) -> float:
+        """Expected speedup of K drafts over plain steps; `alpha`: one per-draft acceptance
+        (i.i.d.) or depth-wise hazards (`sampler.expected_tokens_from_hazards`);
+        `free_drafts`: model-free drafts (c = 0)."""
         if k == 0:
             return 1.0
-        return expected_speedup(alpha, k, 0.0 if free_drafts else self.draft_ratio, self.verify_ratio(k))
+        hazards = (alpha,) if isinstance(alpha, float | int) else alpha
+        return expected_speedup_from_hazards(hazards, k, 0.0 if free_drafts else self.draft_ratio,
+                                             self.verify_ratio(k))
 
-    def best_k(self, alpha: float, *, k_max: int | None = None, free_drafts: bool = False) -> tuple[int, float]:
-        """(K, expected speedup) maximising the speedup for K in 0..k_max; (0, 1.0) if none pays."""
+    def best_k(self, alpha: float | Sequence[float], *, k_max: int | None = None,
+               free_drafts: bool = False) -> tuple[int, float]:
+        """(K, expected speedup) maximising the speedup for K in 0..k_max; (0, 1.0) if none pays.
+        `alpha` as in `speedup`."""
         best_k, best = 0, 1.0
         for k in range(1, (self.k_max if k_max is None else k_max) + 1):
             speed = self.speedup(alpha, k, free_drafts=free_drafts)

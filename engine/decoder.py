@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from engine.acceptance_model import AcceptancePriors
 from engine.adaptive import AdaptiveK
 from engine.config import EngineConfig
 from engine.cost_model import ForwardCosts
@@ -69,6 +70,7 @@ class SpecDecoder:
     ) -> None:
         self.target_model = target_model
         self.costs = costs  # measured forward costs shared by every request's AdaptiveK
+        self.acceptance_priors = AcceptancePriors(depth=max(config.k, 1))  # the pair's acceptance, per drafter kind
         self.draft_model = draft_model
         self.tokenizer = tokenizer
         self.config = config
@@ -143,7 +145,8 @@ class SpecDecoder:
             matcher=request.grammar.matcher() if request.grammar is not None else None,
             stats=RequestStats(prompt_tokens=len(request.prompt_token_ids)),
             adaptive=(
-                AdaptiveK(k_max=self.k, costs=self.costs, free_drafts=not isinstance(drafter, ModelDrafter))
+                AdaptiveK(k_max=self.k, costs=self.costs, free_drafts=not isinstance(drafter, ModelDrafter),
+                          shared=self.acceptance_priors.shared(drafter.name))
                 if (self.config.uses_adaptive_k and self.k > 0) else None
             ),
         )

@@ -9,7 +9,13 @@ speculative rejection sampling; defines accepted / recovered / bonus), `referenc
 reference for tests and benchmarks), `acceptance` (statistics and the cost model).
 """
 
-from sampler.acceptance import AcceptanceStats, expected_speedup, expected_tokens_per_step
+from sampler.acceptance import (
+    AcceptanceStats,
+    expected_speedup,
+    expected_speedup_from_hazards,
+    expected_tokens_from_hazards,
+    expected_tokens_per_step,
+)
 from sampler.bitmask import (
     allocate_token_bitmask,
     apply_token_bitmask_,
@@ -27,6 +33,8 @@ __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_",
     "expected_speedup",
+    "expected_speedup_from_hazards",
+    "expected_tokens_from_hazards",
     "expected_tokens_per_step",
     "pack_bitmask",
     "probs_from_logits",

@@ -6,8 +6,13 @@ Terms: a *step* is one verification of one request (one row of ``rejection_sampl
 - ``expected_tokens_per_step(alpha, k) = (1 - alpha**(k+1)) / (1 - alpha)`` (``k + 1`` at
   ``alpha = 1``): the mean tokens per step when each draft is accepted independently with
   probability ``alpha`` (Leviathan et al. 2023, eq. 1).
+- ``expected_tokens_from_hazards(hazards, k) = 1 + sum_{i<k} prod_{j<=i} hazards[j]``: the
+  same mean where acceptance depends on the draft's depth in the step: ``hazards[j]`` is the
+  probability that draft ``j`` (0-based) is accepted given drafts ``0..j-1`` were; depths past
+  the list repeat its last entry. ``hazards=[alpha]`` gives ``expected_tokens_per_step``.
 - ``expected_speedup(alpha, k, c, verify_cost=1.0)``: that divided by the step's cost
-  ``c*k + verify_cost`` in units of one plain target step (``c`` = cost of one draft step).
+  ``c*k + verify_cost`` in units of one plain target step (``c`` = cost of one draft step);
+  ``expected_speedup_from_hazards`` the same over depth-wise hazards.
 - ``AcceptanceStats``: running counters; returns numbers, never logs or exports.
 
 This module does not know about tensors' origin, requests or metrics backends.
@@ -33,13 +38,39 @@ def expected_tokens_per_step(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
-def expected_speedup(alpha: float, k: int, c: float, verify_cost: float = 1.0) -> float:
-    """``expected_tokens_per_step(alpha, k) / (c*k + verify_cost)``."""
+def expected_tokens_from_hazards(hazards: Sequence[float], k: int) -> float:
+    """Mean emitted tokens per step with ``k`` drafts and depth-wise acceptance ``hazards``."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if k > 0 and not hazards:
+        raise ValueError("hazards must have at least one entry when k > 0")
+    if any(not 0.0 <= h <= 1.0 for h in hazards):
+        raise ValueError(f"hazards must be in [0, 1], got {list(hazards)}")
+    tokens, survive = 1.0, 1.0
+    for i in range(k):
+        survive *= hazards[min(i, len(hazards) - 1)]
+        tokens += survive
+    return tokens
+
+
+def _step_cost(k: int, c: float, verify_cost: float) -> float:
     if c < 0:
         raise ValueError(f"c (draft cost per token) must be >= 0, got {c}")
     if verify_cost <= 0:
         raise ValueError(f"verify_cost must be > 0, got {verify_cost}")
-    return expected_tokens_per_step(alpha, k) / (c * k + verify_cost)
+    return c * k + verify_cost
+
+
+def expected_speedup(alpha: float, k: int, c: float, verify_cost: float = 1.0) -> float:
+    """``expected_tokens_per_step(alpha, k) / (c*k + verify_cost)``."""
+    cost = _step_cost(k, c, verify_cost)
+    return expected_tokens_per_step(alpha, k) / cost
+
+
+def expected_speedup_from_hazards(hazards: Sequence[float], k: int, c: float, verify_cost: float = 1.0) -> float:
+    """``expected_tokens_from_hazards(hazards, k) / (c*k + verify_cost)``."""
+    cost = _step_cost(k, c, verify_cost)
+    return expected_tokens_from_hazards(hazards, k) / cost
 
 
 def _as_int_list(name: str, values: torch.Tensor | Sequence[int] | int) -> list[int]:
