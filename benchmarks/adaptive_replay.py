@@ -24,15 +24,19 @@ from typing import Any
 
 
 def replay(trace: dict[str, Any], costs: Any, *, policy: str, k_max: int, fixed_k: int = 0,
-           max_tokens: int | None = None) -> dict[str, Any]:
-    """Decode seconds, steps and the K chosen per step of one trace under one policy."""
+           max_tokens: int | None = None, shared: Any = None) -> dict[str, Any]:
+    """Decode seconds, steps and the K chosen per step of one trace under one policy; `shared`:
+    the engine-wide acceptance prior (`engine.acceptance_model.AcceptancePriors`) the traces
+    replayed in order share, as one engine's requests do."""
     from engine.adaptive import AdaptiveK
 
     matches = [1 if m is None else int(m) for m in trace["matches"]]
     forced = list(trace.get("forced", [False] * len(matches)))
     forced += [False] * (len(matches) - len(forced))
     length = len(matches) if max_tokens is None else min(max_tokens, len(matches))
-    ctl = AdaptiveK(k_max=k_max, costs=costs) if policy == "adaptive" else None
+    ctl = None
+    if policy == "adaptive":
+        ctl = AdaptiveK(k_max=k_max, costs=costs, **({"shared": shared.shared("model")} if shared is not None else {}))
     if ctl is not None:
         ctl.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=0.0)  # the prefill step
     pos, seconds, draft_started = 1, 0.0, False
@@ -71,22 +75,38 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("trace", help="JSON written by benchmarks.acceptance_trace")
     parser.add_argument("--k-max", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=None, help="cut each trace to this many tokens")
+    parser.add_argument("--fresh", action="store_true",
+                        help="no engine-wide acceptance prior: every trace starts from the generic prior")
     args = parser.parse_args(argv)
     data = json.loads(pathlib.Path(args.trace).read_text())
+    shared = None
+    if not args.fresh:
+        try:
+            from engine.acceptance_model import AcceptancePriors
+        except ImportError:  # an engine from before the shared prior
+            AcceptancePriors = None  # type: ignore[assignment,misc]  # noqa: N806
+        shared = AcceptancePriors(depth=args.k_max) if AcceptancePriors is not None else None
     costs = ForwardCosts.from_dict(data["costs"])
     print(f"costs: {costs.describe()[1]}; draft {costs.draft_s * 1e3:.0f} ms/token, "
           f"prefill {(costs.draft_prefill_s or 0) * 1e3:.1f} ms/token")
     fixed = list(range(1, args.k_max + 1))
     print("| workload | case | tokens | adaptive | " + " | ".join(f"K={k}" for k in fixed) + " | adaptive Ks |")
     print("|---|---|---|---|" + "---|" * len(fixed) + "---|")
+    total = {"adaptive": 0.0, **{f"K={k}": 0.0 for k in fixed}}
     for trace in data["traces"]:
-        adaptive = replay(trace, costs, policy="adaptive", k_max=args.k_max, max_tokens=args.max_tokens)
+        adaptive = replay(trace, costs, policy="adaptive", k_max=args.k_max, max_tokens=args.max_tokens,
+                          shared=shared)
         row = [replay(trace, costs, policy="fixed", k_max=args.k_max, fixed_k=k, max_tokens=args.max_tokens)
                for k in fixed]
         ks = "".join(str(k) for k in adaptive["ks"])
         tokens = len(trace["matches"]) if args.max_tokens is None else min(args.max_tokens, len(trace["matches"]))
+        total["adaptive"] += adaptive["speedup"]
+        for k, r in zip(fixed, row, strict=True):
+            total[f"K={k}"] += r["speedup"]
         print(f"| {trace['workload']} | {trace['case_id'][:28]} | {tokens} | {adaptive['speedup']:.2f} | "
               + " | ".join(f"{r['speedup']:.2f}" for r in row) + f" | {ks} |")
+    n = len(data["traces"])
+    print("| mean | | | " + " | ".join(f"{v / n:.3f}" for v in total.values()) + " | |")
 
 
 if __name__ == "__main__":

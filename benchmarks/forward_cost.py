@@ -15,6 +15,12 @@ fixed by environment variables read when torch loads and peak RSS is per process
   An emulation on this CPU (its caches, memory bandwidth), not a measurement of that CPU.
 - `int8-dynamic`: `torch.ao.quantization.quantize_dynamic` int8 Linear weights (fp32
   activations, fbgemm). Changes the target model: opt-in only, never chosen automatically.
+- `bf16-compile`, `fp32-compile`: `torch.compile(model.forward, dynamic=True)` (inductor,
+  C++ CPU kernels) over the same KVCache / DynamicCache path. Reported besides the table's
+  columns: `compile_s` (the first forwards: prefill, then n = 1..9, each shape once), the
+  dynamo graphs compiled by then and after all timed forwards (growth = recompiles as the
+  cache grows), and the largest |logit| difference against the eager model on the same
+  forwards (robustness). Prefill sizes get one untimed call first (their compile).
 Timing follows `engine.cost_model` (KVCache path, 64-token context, median of `--repeats`
 after a warm-up, interleaved over n). Writes `<out>.json` and `<out>.md`; prints the table.
 """
@@ -41,17 +47,22 @@ OPTIONS: dict[str, dict[str, Any]] = {
                   "env": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
                           "ONEDNN_MAX_CPU_ISA": "AVX2"}},
     "int8-dynamic": {"dtype": "float32", "quantize": True, "env": {}},
+    "bf16-compile": {"dtype": "bfloat16", "compile": True, "env": {}},
+    "fp32-compile": {"dtype": "float32", "compile": True, "env": {}},
 }
+DEFAULT_OPTIONS = ("bf16", "fp32", "bf16-avx2", "fp32-avx2", "int8-dynamic")
 VERIFY_SIZES = (2, 3, 5, 9)
 ALPHA = 0.8
 
 
-def _prefill_ms(model: Any, n: int, *, repeats: int) -> float:
+def _prefill_ms(model: Any, n: int, *, repeats: int, warm_up: bool = False) -> float:
     import torch
 
     from engine.kv_cache import KVCache
 
-    ids = torch.randint(0, 150_000, (n,), generator=torch.Generator().manual_seed(1)).tolist()
+    ids = torch.randint(0, int(model.config.vocab_size), (n,), generator=torch.Generator().manual_seed(1)).tolist()
+    if warm_up:
+        KVCache(model).extend(ids)
     times = []
     for _ in range(repeats):
         kv = KVCache(model)
@@ -59,6 +70,48 @@ def _prefill_ms(model: Any, n: int, *, repeats: int) -> float:
         kv.extend(ids)
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
+
+
+def _graphs() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def _compile(target: Any, draft: Any | None) -> dict[str, Any]:
+    """Compile both models' forwards in place; time the first forwards (their compilation) and
+    check the compiled logits against eager ones on the same growing cache."""
+    import torch
+
+    from engine.kv_cache import KVCache
+
+    vocab = int(target.config.vocab_size)
+    ids = torch.randint(0, vocab, (64 + 2 * sum(VERIFY_SIZES),), generator=torch.Generator().manual_seed(2)).tolist()
+    eager = KVCache(target)
+    want = [eager.extend(ids[:64])]
+    at = 64
+    for n in VERIFY_SIZES:  # the eager reference for the same forwards
+        want.append(eager.extend(ids[at: at + n], num_logits=n))
+        at += n
+    for model in (target, draft):
+        if model is not None:
+            model.forward = torch.compile(model.forward, dynamic=True)
+    start = time.perf_counter()
+    kv = KVCache(target)
+    got = [kv.extend(ids[:64])]
+    at = 64
+    for n in VERIFY_SIZES:
+        got.append(kv.extend(ids[at: at + n], num_logits=n))
+        at += n
+    for n in range(1, max(VERIFY_SIZES) + 1):  # every verify size once more: any shape left to compile
+        kv.extend(ids[at: at + n], num_logits=n)
+        kv.crop(at)
+    if draft is not None:
+        KVCache(draft).extend(ids[:64])
+    compile_s = time.perf_counter() - start
+    diff = max(float((g - w).abs().max()) for g, w in zip(got, want, strict=True))
+    top1 = all(bool((g.argmax(-1) == w.argmax(-1)).all()) for g, w in zip(got, want, strict=True))
+    return {"compile_s": compile_s, "graphs_after_compile": _graphs(), "max_logit_diff": diff, "same_argmax": top1}
 
 
 def child(option: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -83,11 +136,17 @@ def child(option: str, args: argparse.Namespace) -> dict[str, Any]:
         target = quantize_dynamic(target, {torch.nn.Linear}, dtype=torch.qint8)
         draft = quantize_dynamic(draft, {torch.nn.Linear}, dtype=torch.qint8) if draft is not None else None
     load_s = time.perf_counter() - start
+    compiled: dict[str, Any] = {}
+    if spec.get("compile"):
+        compiled = _compile(target, draft)
     costs = measure_forward_costs(target, draft, k_max=max(VERIFY_SIZES) - 1, repeats=args.repeats,
                                   target_name=args.model, draft_name=args.draft)
-    prefill = {n: _prefill_ms(target, n, repeats=max(1, args.repeats - 1)) for n in args.prefill}
+    prefill = {n: _prefill_ms(target, n, repeats=max(1, args.repeats - 1), warm_up=bool(compiled))
+               for n in args.prefill}
+    if compiled:
+        compiled["graphs_after"] = _graphs()
     best_k, speedup = costs.best_k(ALPHA)
-    return {
+    return {**compiled,
         "option": option, "dtype": spec["dtype"], "env": spec["env"], "kernels": kernel_path(),
         "load_s": load_s, "target_ms": [t * 1e3 for t in costs.target_s],
         "draft_ms": costs.draft_s * 1e3 if costs.draft_s is not None else None,
@@ -119,6 +178,11 @@ def markdown(doc: dict[str, Any]) -> str:
         best = f"K={row['best_k']} (×{row['predicted_speedup']:.2f})" if row["best_k"] else "off (×1.00)"
         lines.append(f"| {row['option']} | {t[0]:.0f} | {verify} | {ratios} | {pre} | {draft} | "
                      f"{row['peak_rss_gib']:.2f} | {best} |")
+    for row in doc["rows"]:
+        if "compile_s" in row:
+            lines.append(f"\n`{row['option']}`: compile {row['compile_s']:.0f} s (first forwards), dynamo graphs "
+                         f"{row['graphs_after_compile']} after compile, {row['graphs_after']} after all timed forwards; "
+                         f"max |logit - eager| {row['max_logit_diff']:.3g}, same argmax {row['same_argmax']}.")
     return "\n".join(lines) + "\n"
 
 
@@ -126,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="qwen2.5-coder-1.5b")
     p.add_argument("--draft", default="qwen2.5-coder-0.5b", help="draft model ('' for none)")
-    p.add_argument("--options", default=",".join(OPTIONS))
+    p.add_argument("--options", default=",".join(DEFAULT_OPTIONS),
+                   help=f"comma-separated, of {', '.join(OPTIONS)}")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--prefill", default="32,256")
     p.add_argument("--out", default="benchmarks/results/forward_cost")

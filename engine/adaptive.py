@@ -16,7 +16,8 @@ every request), K is `costs.best_k(hazards)` from the very first step: no per-re
 Model-free drafts (`free_drafts`: n-gram, Predicted Outputs, grammar-forced) cost no draft
 forward, so they are priced with c = 0. Before the draft model's first drafting step it must
 prefill the prompt (`catch_up_tokens` × the measured `draft_prefill_s`): a request decodes
-plainly until its plain steps have cost that much, then starts drafting (the ski-rental rule:
+plainly until its plain steps have cost that much (both in the measured costs' seconds, so
+load that came after the measurement does not shift the decision), then starts drafting (the ski-rental rule:
 a short answer after a long prompt, e.g. a 6-token SQL query, never pays the draft's prefill,
 and a long answer loses at most that much time, at most 2x the best choice in hindsight).
 Where `costs.pays_at_all` is False (even perfect acceptance cannot pay) K is always 0. Where
@@ -45,6 +46,7 @@ class AdaptiveK:
     def __init__(
         self, *, k_max: int, costs: ForwardCosts | None = None, free_drafts: bool = False, decay: float = 0.9,
         prior_alpha: float = 0.6, probe_every: int = 16, shared: DepthAcceptance | None = None,
+        acceptance_decay: float = 0.95,
     ) -> None:
         if k_max < 1:
             raise ValueError(f"k_max must be >= 1, got {k_max}")
@@ -52,7 +54,7 @@ class AdaptiveK:
         self.costs = costs
         self.decay = decay
         self.shared = shared
-        self.acceptance = DepthAcceptance(depth=k_max, prior_alpha=prior_alpha, decay=decay,
+        self.acceptance = DepthAcceptance(depth=k_max, prior_alpha=prior_alpha, decay=acceptance_decay,
                                           prior=shared.hazards() if shared is not None else None)
         self.probe_every = probe_every
         self.plain_step_s: float | None = None
@@ -86,7 +88,9 @@ class AdaptiveK:
             if first:
                 return
             self.plain_step_s = self._ema(self.plain_step_s, target_s)
-            self.plain_time_s += target_s
+            # in the cost model's units, like the catch-up it is weighed against: on a machine
+            # busier now than when the costs were measured, wall seconds would end the rental early
+            self.plain_time_s += self.costs.plain_s if self.costs is not None else target_s
             self.plain_steps_in_row += 1
             return
         self.plain_steps_in_row = 0
