@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 class DepthAcceptance:
     def __init__(self, *, depth: int, prior_alpha: float = 0.6, prior: Sequence[float] | None = None,
-                 prior_weight: float = 2.0, decay: float = 0.95, shrink_weight: float = 3.0) -> None:
+                 prior_weight: float = 1.0, decay: float = 0.95, shrink_weight: float = 3.0) -> None:
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
         if not 0.0 < prior_alpha < 1.0:

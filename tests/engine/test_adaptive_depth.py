@@ -80,7 +80,7 @@ def test_hazards_generalise_the_geometric_sum() -> None:
 
 
 def test_depth_counts_prior_and_extrapolation() -> None:
-    est = DepthAcceptance(depth=4, prior_alpha=0.6, decay=1.0)
+    est = DepthAcceptance(depth=4, prior_alpha=0.6, prior_weight=2.0, decay=1.0)
     assert est.hazards() == pytest.approx([0.6] * 4)
     for _ in range(50):  # depth 0 rejected half the time; past it, always accepted; K=2 only
         est.observe(num_drafts=2, num_accepted=0)
