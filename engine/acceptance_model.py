@@ -71,6 +71,11 @@ class DepthAcceptance:
         if num_accepted < num_drafts:
             self.rejections += 1.0
 
+    @property
+    def observed(self) -> bool:
+        """Whether any verified step has been recorded."""
+        return self.reached[0] > 0.0
+
     def hazards(self) -> list[float]:
         """h_0..h_{depth-1}, each in (0, 1)."""
         out: list[float] = []

@@ -10,6 +10,10 @@ its first drafts goes on) it values long K as it should. `alpha` is the pooled i
 estimate, kept for reporting. `shared` (an engine-wide `DepthAcceptance` for this drafter kind,
 `engine.acceptance_model.AcceptancePriors`): its hazards are the request's prior and every
 observed step feeds it, so a request starts from the pair's acceptance, not a generic 0.6.
+While nothing at all is known about the pair (no step of this request, none in `shared`), a
+drafting step that the prior says pays runs at K_max: it measures the acceptance at every
+depth at once (at most c·(K_max-1) plain steps lost, once per engine and drafter kind, where
+the generic prior would ramp K up over several steps).
 
 With `costs` (an `engine.cost_model.ForwardCosts` measured once per machine and shared by
 every request), K is `costs.best_k(hazards)` from the very first step: no per-request warm-up.
@@ -118,7 +122,10 @@ class AdaptiveK:
             catch_up_s = max(catch_up_tokens, 0) * (self.costs.draft_prefill_s or 0.0)
             if not self.free_drafts and self.plain_time_s < catch_up_s:
                 return 0  # ski rental: decode plainly until that time is spent, then pay the draft's prefill
-            return self._probe(self.costs.best_k(self.hazards(), k_max=self.k_max, free_drafts=self.free_drafts)[0])
+            best_k = self.costs.best_k(self.hazards(), k_max=self.k_max, free_drafts=self.free_drafts)[0]
+            if best_k and not self.acceptance.observed and (self.shared is None or not self.shared.observed):
+                return self.k_max  # nothing known about this pair yet: one step at K_max measures every depth
+            return self._probe(best_k)
         return self._choose_online()
 
     def _choose_online(self) -> int:

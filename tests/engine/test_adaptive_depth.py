@@ -16,7 +16,12 @@ import pytest
 from engine.acceptance_model import AcceptancePriors, DepthAcceptance
 from engine.adaptive import AdaptiveK
 from engine.cost_model import ForwardCosts
-from sampler import expected_speedup, expected_speedup_from_hazards, expected_tokens_from_hazards, expected_tokens_per_step
+from sampler import (
+    expected_speedup,
+    expected_speedup_from_hazards,
+    expected_tokens_from_hazards,
+    expected_tokens_per_step,
+)
 
 QUIET_EPYC = ForwardCosts(target_s=(0.334, 0.334, 0.334, 0.343, 0.367), draft_s=0.133)
 Accept = Callable[[random.Random, int], int]
@@ -106,12 +111,19 @@ def test_shared_prior_seeds_new_requests() -> None:
     shared = priors.shared("model")
     assert priors.shared("model") is shared and priors.shared("ngram") is not shared
     first = AdaptiveK(k_max=4, costs=QUIET_EPYC, shared=shared)
-    assert first.choose_k() == QUIET_EPYC.best_k(0.6)[0]  # nothing known yet: the generic prior
+    assert first.hazards() == pytest.approx([0.6] * 4)  # nothing known yet: the generic prior,
+    assert first.choose_k() == 4  # and one step at K_max measures every depth
+    first.observe(k=4, num_drafts=4, num_accepted=1, draft_s=0.5, target_s=0.37)
+    assert first.choose_k() == QUIET_EPYC.best_k(first.hazards())[0] < 4  # then the estimate decides
     for _ in range(40):
         first.observe(k=4, num_drafts=4, num_accepted=4, draft_s=0.5, target_s=0.37)
     second = AdaptiveK(k_max=4, costs=QUIET_EPYC, shared=shared)
-    assert min(second.hazards()) > 0.9
-    assert second.choose_k() == 4 > first.__class__(k_max=4, costs=QUIET_EPYC).choose_k()
+    assert min(second.hazards()) > 0.9 and not second.acceptance.observed
+    assert second.choose_k() == 4  # from the pair's record, not from exploring
+    poor = priors.shared("ngram")
+    for _ in range(40):
+        poor.observe(num_drafts=4, num_accepted=0)
+    assert AdaptiveK(k_max=4, costs=QUIET_EPYC, shared=poor).choose_k() == 0  # a pair that never agrees: off
 
 
 def test_bursty_acceptance_gets_longer_k_and_more_speed() -> None:

@@ -48,8 +48,8 @@ def test_cheap_verify_picks_deep_k_and_follows_acceptance() -> None:
     assert NATIVE_BF16.pays_at_all and GPU_LIKE.pays_at_all
     assert GPU_LIKE.best_k(0.9)[0] == 4
     ctl = AdaptiveK(k_max=4, costs=NATIVE_BF16, prior_alpha=0.6)
-    first = ctl.choose_k()
-    assert first == NATIVE_BF16.best_k(0.6)[0] > 0  # from the first step: no per-request warm-up
+    assert NATIVE_BF16.best_k(ctl.hazards())[0] > 0  # the prior alone says drafting pays, so
+    assert ctl.choose_k() == 4  # the first step drafts at K_max (measuring every depth): no warm-up
     for _ in range(30):  # everything accepted: go deep
         ctl.observe(k=4, num_drafts=4, num_accepted=4, draft_s=0.3, target_s=0.28)
     assert ctl.choose_k() == 4
@@ -70,7 +70,7 @@ def test_draft_prefill_is_paid_only_after_as_much_plain_decoding() -> None:
     for _ in range(10):
         assert ctl.choose_k(catch_up_tokens=400) == 0
         ctl.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=0.205)
-    assert ctl.choose_k(catch_up_tokens=400) == costs.best_k(ctl.alpha)[0] > 0  # 10 x 0.205 s >= 2 s
+    assert ctl.choose_k(catch_up_tokens=400) > 0  # 10 x 0.205 s >= 2 s
     assert AdaptiveK(k_max=4, costs=costs, free_drafts=True).choose_k(catch_up_tokens=400) > 0  # no prefill
 
 
