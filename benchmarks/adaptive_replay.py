@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
             AcceptancePriors = None  # type: ignore[assignment,misc]  # noqa: N806
         shared = AcceptancePriors(depth=args.k_max) if AcceptancePriors is not None else None
     costs = ForwardCosts.from_dict(data["costs"])
-    print(f"costs: {costs.describe()[1]}; draft {costs.draft_s * 1e3:.0f} ms/token, "
+    print(f"costs: {costs.describe()[1]}; draft {(costs.draft_s or 0) * 1e3:.0f} ms/token, "
           f"prefill {(costs.draft_prefill_s or 0) * 1e3:.1f} ms/token")
     fixed = list(range(1, args.k_max + 1))
     print("| workload | case | tokens | adaptive | " + " | ".join(f"K={k}" for k in fixed) + " | adaptive Ks |")
