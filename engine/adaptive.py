@@ -6,8 +6,9 @@ plain target steps, where h_j is the request's depth-wise acceptance
 (`engine.acceptance_model.DepthAcceptance`: per-depth counts with exponential forgetting,
 a weak prior, depths never reached extrapolated from the one above). With i.i.d. acceptance
 this is Leviathan et al.'s geometric model; where acceptance is bursty (a step that got past
-its first drafts goes on) it values long K as it should. `alpha` is the pooled i.i.d.
-estimate, kept for reporting. `shared` (an engine-wide `DepthAcceptance` for this drafter kind,
+its first drafts goes on) it values long K as it should (on the real pair the measured
+acceptance is nearly flat by depth: README, "Why adaptive K erred short"). `alpha` is the
+pooled i.i.d. estimate, kept for reporting. `shared` (an engine-wide `DepthAcceptance` for this drafter kind,
 `engine.acceptance_model.AcceptancePriors`): its hazards are the request's prior and every
 observed step feeds it, so a request starts from the pair's acceptance, not a generic 0.6.
 While nothing at all is known about the pair (no step of this request, none in `shared`), a
@@ -25,7 +26,7 @@ load that came after the measurement does not shift the decision), then starts d
 a short answer after a long prompt, e.g. a 6-token SQL query, never pays the draft's prefill,
 and a long answer loses at most that much time, at most 2x the best choice in hindsight).
 Where `costs.pays_at_all` is False (even perfect acceptance cannot pay) K is always 0. Where
-the current alpha makes every K lose, K is 0, and every `probe_every` plain steps one K=1
+the current estimate makes every K lose, K is 0, and every `probe_every` plain steps one K=1
 step re-probes the acceptance.
 
 Without `costs` (a decoder built without a cost model, e.g. in tests), the costs are learned
