@@ -17,6 +17,13 @@ What `register()` does, per `SPECGATE_VLLM_MODE` (read in each process; the gate
   Requests without a grammar, or with `SamplingParams.extra_args["specgate_draft_mask"]`
   false (default from `SPECGATE_VLLM_DRAFT_MASK`, "1"), keep vLLM's behaviour.
 
+Timing: every runner step (`execute_model` + `sample_tokens`) and every phase of the plugin's
+own host work is summed in the runner's `engine.vllm.timing.PluginTimes`; vLLM's
+`collective_rpc("specgate_plugin_times", kwargs={"reset": bool})` returns it from each worker
+(a method the plugin adds to `WorkerBase`). Masking rows also skips vLLM's greedy shortcut
+(`_greedy_sample`) for an fp32 cast of the logits and `_sample_from_logits` (the same argmax at
+T=0); the cast is timed as "cast".
+
 Matchers are compiled in the worker with vLLM's own XgrammarBackend from the request's
 `structured_outputs` and `all_stop_token_ids`, so the draft masks are byte-identical to the
 scheduler's target masks. Only the xgrammar structured-output backend and draft-model /
@@ -32,9 +39,11 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 from typing import Any
 
 from engine.vllm.draft_mask import DraftMasker, MaskRow
+from engine.vllm.timing import PluginTimes
 
 logger = logging.getLogger("specgate.vllm.plugin")
 
@@ -72,14 +81,65 @@ def register() -> None:
 def install_draft_masking() -> None:
     from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    from vllm.v1.worker.worker_base import WorkerBase
 
     if getattr(GPUModelRunner, _PATCHED, False):
         return
     GPUModelRunner.propose_draft_token_ids = _wrap_propose(  # type: ignore[method-assign]
         GPUModelRunner.propose_draft_token_ids)
+    GPUModelRunner.execute_model = _wrap_execute(GPUModelRunner.execute_model)  # type: ignore[method-assign]
+    GPUModelRunner.sample_tokens = _wrap_sample_tokens(GPUModelRunner.sample_tokens)  # type: ignore[method-assign]
     SpecDecodeBaseProposer._sample_draft_tokens = _wrap_sample_draft(  # type: ignore[method-assign]
         SpecDecodeBaseProposer._sample_draft_tokens)
+    WorkerBase.specgate_plugin_times = _worker_plugin_times  # type: ignore[attr-defined]
     setattr(GPUModelRunner, _PATCHED, True)
+
+
+def _times(runner: Any) -> PluginTimes:
+    times = getattr(runner, "_specgate_times", None)
+    if times is None:
+        times = runner._specgate_times = PluginTimes()
+    return times
+
+
+def _worker_plugin_times(worker: Any, reset: bool = False) -> dict[str, Any]:
+    """`collective_rpc("specgate_plugin_times")`: this worker's PluginTimes as a dict."""
+    times = _times(worker.model_runner)
+    out = times.as_dict()
+    if reset:
+        times.reset()
+    return out
+
+
+def _wrap_execute(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def execute_model(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return orig(self, scheduler_output, *args, **kwargs)
+        finally:
+            self._specgate_exec = (int(getattr(scheduler_output, "total_num_scheduled_tokens", 0) or 0),
+                                   time.perf_counter() - t0)
+
+    return execute_model
+
+
+def _wrap_sample_tokens(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def sample_tokens(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._specgate_propose = (0.0, False)
+        t0 = time.perf_counter()
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            sample_s = time.perf_counter() - t0
+            n, execute_s = getattr(self, "_specgate_exec", (0, 0.0))
+            self._specgate_exec = (0, 0.0)
+            propose_s, masked = self._specgate_propose
+            if n:
+                _times(self).step(n, masked=masked, execute_s=execute_s, sample_s=sample_s, propose_s=propose_s)
+
+    return sample_tokens
 
 
 # ---- runner side --------------------------------------------------------------------------
@@ -109,12 +169,13 @@ def _make_masker(runner: Any) -> DraftMasker | None:
             return grammar.matcher  # type: ignore[attr-defined]  # XgrammarGrammar
 
         masker = DraftMasker(compile_fn=compile_fn, vocab_size=vocab_size,
-                             debug=_env_flag("SPECGATE_VLLM_DEBUG", False))
+                             debug=_env_flag("SPECGATE_VLLM_DEBUG", False), times=_times(runner))
     except Exception:  # noqa: BLE001 - never take the engine down: log and keep vLLM's path
         logger.exception("specgate: draft masking unavailable in this worker")
         runner._specgate_no_masker = True
         return None
     runner._specgate_masker = masker
+    runner._specgate_default_on = _env_flag("SPECGATE_VLLM_DRAFT_MASK", True)
     return masker
 
 
@@ -134,32 +195,36 @@ def _draft_mask_on(sampling_params: Any, default: bool) -> bool:
 
 
 def _rows_for(runner: Any, sampled_token_ids: Any, default_on: bool) -> list[MaskRow]:
-    req_ids = list(runner.input_batch.req_ids)
-    keys = []
-    for rid in req_ids:
-        state = runner.requests.get(rid) if rid is not None else None
-        keys.append(None if state is None else _grammar_key(state.sampling_params))
-    if all(k is None for k in keys):
-        return [MaskRow(req_id=str(rid), history=(), new_tokens=()) for rid in req_ids]
-    if hasattr(sampled_token_ids, "tolist"):
-        sampled = sampled_token_ids.tolist()  # [num_reqs, <= K+1], -1 where rejected
-    else:
-        sampled = [list(r) for r in sampled_token_ids]
-    discard = getattr(getattr(runner, "discard_request_mask", None), "np", None)
-    rows = []
-    for i, (rid, key) in enumerate(zip(req_ids, keys, strict=True)):
-        if key is None:
-            rows.append(MaskRow(req_id=str(rid), history=(), new_tokens=()))
+    """One MaskRow per input-batch row; only rows with a grammar and the mask on carry tokens
+    (the sampled ids are read once, and only when such a row exists)."""
+    req_ids = runner.input_batch.req_ids
+    requests = runner.requests
+    rows: list[MaskRow] = []
+    wanted: list[int] = []
+    for i, rid in enumerate(req_ids):
+        state: Any = requests.get(rid) if rid is not None else None
+        params = None if state is None else state.sampling_params
+        key = None if params is None else _grammar_key(params)
+        if key is None or not _draft_mask_on(params, default_on):
+            rows.append(MaskRow(req_id=str(rid), history=(), new_tokens=(), masked=False))
             continue
-        state = runner.requests[rid]
-        rows.append(MaskRow(
-            req_id=rid,
-            history=state.output_token_ids,
+        wanted.append(i)
+        rows.append(MaskRow(req_id=rid, history=state.output_token_ids, new_tokens=(), grammar_key=key))
+    if not wanted:
+        return rows
+    if hasattr(sampled_token_ids, "tolist"):
+        sampled = sampled_token_ids.tolist()  # [num_reqs, <= K+1], -1 where rejected (one host read)
+    else:
+        sampled = sampled_token_ids
+    discard = getattr(getattr(runner, "discard_request_mask", None), "np", None)
+    for i in wanted:
+        row = rows[i]
+        rows[i] = MaskRow(
+            req_id=row.req_id, history=row.history,
             new_tokens=sampled[i] if i < len(sampled) else (),
-            grammar_key=key,
-            masked=_draft_mask_on(state.sampling_params, default_on),
+            grammar_key=row.grammar_key,
             discard=bool(discard[i]) if discard is not None and i < len(discard) else False,
-        ))
+        )
     return rows
 
 
@@ -179,16 +244,25 @@ def _wrap_propose(orig: Any) -> Any:
     @functools.wraps(orig)
     def propose_draft_token_ids(self: Any, scheduler_output: Any, sampled_token_ids: Any,
                                 *args: Any, **kwargs: Any) -> Any:
-        drafter = getattr(self, "drafter", None)
-        if drafter is None or not hasattr(drafter, "_sample_from_logits"):
-            return orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
-        masker = _make_masker(self)
+        t_start = time.perf_counter()
+        drafter: Any = getattr(self, "drafter", None)
+        masker = _make_masker(self) if drafter is not None and hasattr(drafter, "_sample_from_logits") else None
         if masker is None:
-            return orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
-        masker.drop(getattr(scheduler_output, "finished_req_ids", ()) or ())
+            drafts = orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
+            self._specgate_propose = (time.perf_counter() - t_start, False)
+            return drafts
+        times = masker.times
+        t0 = time.perf_counter()
+        finished = getattr(scheduler_output, "finished_req_ids", None)
+        if finished:
+            masker.drop(finished)
         _note_preempted(getattr(scheduler_output, "preempted_req_ids", None) or ())
-        masker.begin(_rows_for(self, sampled_token_ids,
-                               _env_flag("SPECGATE_VLLM_DRAFT_MASK", True)))
+        rows = _rows_for(self, sampled_token_ids, self._specgate_default_on)
+        t1 = time.perf_counter()
+        times.add("rows", t1 - t0)
+        times.add("wrap", t0 - t_start)
+        masker.begin(rows)
+        masked = masker.any_active
         drafter._specgate_masker = masker
         drafter._last_draft_probs = None  # never reuse a previous step's q
         try:
@@ -198,10 +272,17 @@ def _wrap_propose(orig: Any) -> Any:
         finally:
             masker.end()
             drafter._specgate_masker = None
-        live = set(self.requests)
-        masker.drop([rid for rid in masker.live_request_ids if rid not in live])
+        t2 = time.perf_counter()
+        if masker.live_request_ids:
+            live = self.requests
+            gone = [rid for rid in masker.live_request_ids if rid not in live]
+            if gone:
+                masker.drop(gone)
         if masker.debug and hasattr(drafts, "min") and drafts.numel():
             assert int(drafts.min()) >= 0, "a -1 placeholder left the drafter"
+        t_end = time.perf_counter()
+        times.add("wrap", t_end - t2)
+        self._specgate_propose = (t_end - t_start, masked)
         return drafts
 
     return propose_draft_token_ids
@@ -221,10 +302,14 @@ def _wrap_sample_draft(orig: Any) -> Any:
             n = hidden_states.shape[0]
             if ids is not None and n:
                 assert int(ids[:n].min()) >= 0, "a -1 placeholder reached the draft model's input"
-        logits = self.model.compute_logits(hidden_states).float()  # [B, V]
+        logits = self.model.compute_logits(hidden_states)
+        t0 = time.perf_counter()
+        logits = logits.float()  # [B, V] fp32
+        t1 = time.perf_counter()
         masker.mask_logits(logits)
         draft_token_ids, draft_probs = self._sample_from_logits(logits, sampling_metadata)
         masker.advance(draft_token_ids)
+        masker.times.add("cast", t1 - t0)
         return draft_token_ids, draft_probs
 
     return _sample_draft_tokens
