@@ -44,6 +44,27 @@ def build_config_engine(config_name: str, *, k: int, draft_mask: bool = True,
     ))
 
 
+async def plugin_times(engine: Any, *, reset: bool = True) -> dict[str, Any] | None:
+    """The workers' `engine.vllm.timing.PluginTimes` summed (None when the plugin's draft
+    masking is not installed in this engine, e.g. `vllm-native-fixed`); `reset` zeroes them."""
+    from engine.vllm.timing import merge
+
+    try:
+        parts = await engine.llm.collective_rpc("specgate_plugin_times", kwargs={"reset": reset})
+    except Exception:  # noqa: BLE001 - NotImplementedError from the worker: plugin not in full mode
+        return None
+    return merge(list(parts))
+
+
+def add_times(total: dict[str, Any] | None, part: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Sum two `plugin_times` results (None stays None)."""
+    from engine.vllm.timing import merge
+
+    if part is None:
+        return total
+    return part if total is None else merge([total, part])
+
+
 def _request(engine: Any, body: dict[str, Any] | str, *, rid: str, max_tokens: int,
              temperature: float, seed: int) -> Any:
     from engine import GenerationRequest, SamplingOptions
