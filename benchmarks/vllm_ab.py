@@ -29,7 +29,6 @@ import asyncio
 import json
 import pathlib
 import statistics
-import time
 from typing import Any
 
 from benchmarks.vllm_compare import SCHEMAS
@@ -61,28 +60,18 @@ ARMS = {"mask on": True, "mask off": False}
 
 async def _one(engine: Any, body: dict[str, Any], *, rid: str, mask: bool, max_tokens: int,
                temperature: float, k: int) -> dict[str, Any]:
-    from benchmarks.vllm_configs import _request, plugin_times
+    from benchmarks.vllm_configs import one_request, plugin_times
 
-    req = _request(engine, body, rid=rid, max_tokens=max_tokens, temperature=temperature, seed=0)
-    req.draft_mask = mask
     await plugin_times(engine, reset=True)
-    start = time.perf_counter()
-    first = last = None
-    tokens: list[int] = []
-    stats = None
-    async for delta in engine.generate(req):
-        now = time.perf_counter()
-        if delta.token_ids:
-            first = now if first is None else first
-            last = now
-        tokens += delta.token_ids
-        stats = delta.stats or stats
-    assert stats is not None and first is not None and last is not None
+    r = await one_request(engine, body, rid=rid, max_tokens=max_tokens, temperature=temperature, seed=0,
+                          draft_mask=mask)
+    if r["error"] is not None or r["ttft_s"] is None:
+        raise RuntimeError(f"request {rid} failed: {r['error']}")
     times = await plugin_times(engine, reset=True)
-    return {"times": times, "tokens": tokens, "ttft_s": first - start, "decode_s": last - first,
-            "completion_tokens": stats.completion_tokens, "steps": stats.steps,
-            "proposed": max(stats.proposed_tokens, stats.steps * k), "verified": stats.draft_tokens,
-            "accepted": stats.accepted_tokens}
+    return {"times": times, "text": r["text"], "ttft_s": r["ttft_s"], "decode_s": r["decode_s"],
+            "completion_tokens": r["completion_tokens"], "steps": r["steps"],
+            "proposed": max(r["proposed_tokens"], r["steps"] * k), "verified": r["draft_tokens"],
+            "accepted": r["accepted_tokens"]}
 
 
 def _arm_repeat(results: list[dict[str, Any]]) -> dict[str, float]:
@@ -126,7 +115,7 @@ async def run(repeats: int, max_tokens: int, k: int, temperature: float) -> dict
                                            max_tokens=max_tokens, temperature=temperature, k=k)
                     rows[arm].append(outs[arm])
                     times[arm] = add_times(times[arm], outs[arm]["times"])
-                differ += int(temperature == 0.0 and outs["mask on"]["tokens"] != outs["mask off"]["tokens"])
+                differ += int(temperature == 0.0 and outs["mask on"]["text"] != outs["mask off"]["text"])
             for arm in ARMS:
                 per[arm].append(_arm_repeat(rows[arm]))
                 print(f"repeat {rep} {arm}: {per[arm][-1]}", flush=True)
