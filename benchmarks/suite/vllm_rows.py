@@ -34,7 +34,7 @@ def vllm_unavailable_reason() -> str | None:
     return None
 
 
-def _body(case: Any) -> dict[str, Any]:
+def case_body(case: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"messages": case.messages, **case.body}
     if case.tools is not None:
         body["tools"] = case.tools
@@ -57,7 +57,7 @@ def vllm_records(
     from benchmarks import vllm_configs as module
     try:
         kwargs: dict[str, Any] = {"repeats": repeats} if repeats != 1 else {}
-        results = module.run_vllm_config(config, [_body(case) for _, case in cases],
+        results = module.run_vllm_config(config, [case_body(case) for _, case in cases],
                                          max_tokens=max_tokens, temperature=temperature, k=k, **kwargs)
     except Exception as exc:  # the peer failing is a finding
         for record in records:
