@@ -131,3 +131,46 @@ def test_debug_refuses_placeholder_drafts(masker: DraftMasker, qwen_tokenizer: A
     with pytest.raises(AssertionError, match="placeholder"):
         masker.advance(torch.tensor([-1]))
     masker.end()
+
+
+def test_batch_rows_match_single_matchers_and_roll_back(masker: DraftMasker, compiled: Any,
+                                                         qwen_tokenizer: Any) -> None:
+    """Three grammar rows (batch fill / accept / rollback paths) plus a free row: every row's mask
+    equals its own reference matcher's at every draft step, and after `end()` the matchers are
+    back at the accepted state; each phase's time is recorded."""
+    from sampler import unpack_bitmask
+
+    texts = ['{"a": 12}', '{"a": 345}', '{ "a": 6}']
+    toks = [_ids(qwen_tokenizer, t) for t in texts]
+    rows = [MaskRow(f"g{j}", history=(), new_tokens=[toks[j][0]], grammar_key="k") for j in range(3)]
+    rows.insert(1, MaskRow("free", history=(), new_tokens=[9]))
+    grammar_rows = [0, 2, 3]  # input-batch row of g0, g1, g2
+    refs = [compiled.matcher() for _ in range(3)]
+    for j in range(3):
+        assert refs[j].accept_token(toks[j][0])
+    want = torch.zeros(1, (V + 31) // 32, dtype=torch.int32)
+    masker.begin(rows)
+    for step in range(1, 3):
+        logits = torch.zeros(4, V)
+        masker.mask_logits(logits)
+        for j, row in enumerate(grammar_rows):
+            refs[j].fill_mask(want, 0)
+            assert _allowed(logits[row]) == set(unpack_bitmask(want, V)[0].nonzero().flatten().tolist())
+        assert torch.isfinite(logits[1]).all()
+        ids = torch.tensor([toks[0][step], 5, toks[1][step], toks[2][step]])
+        masker.advance(ids)
+        for j in range(3):
+            assert refs[j].accept_token(toks[j][step])
+    masker.end()
+    # next step: nothing newly accepted; masks are those after the first token again
+    masker.begin([MaskRow(f"g{j}", history=[toks[j][0]], new_tokens=[], grammar_key="k") for j in range(3)])
+    logits = torch.zeros(3, V)
+    masker.mask_logits(logits)
+    fresh = compiled.matcher()
+    assert fresh.accept_token(toks[2][0])
+    fresh.fill_mask(want, 0)
+    assert _allowed(logits[2]) == set(unpack_bitmask(want, V)[0].nonzero().flatten().tolist())
+    masker.end()
+    assert masker.stats.resyncs == 0 and masker.stats.masked_rows == 3 * 2 + 3
+    for phase in ("sync", "fill", "apply", "advance", "rollback"):
+        assert masker.times.phase_s[phase] > 0.0, phase
