@@ -30,11 +30,13 @@ all active rows (xgrammar's `BatchGrammarMatcher`, a single matcher's own fill a
 vectorised dead-end check, one `apply_token_bitmask_inplace`, one batch accept and one batch
 rollback per step; the bitmask buffer is allocated once and grows only with the batch.
 
-Pipelining (GPU readiness): `advance` only stages the sampled ids (on an accelerator, a
-non-blocking copy into pinned host memory plus an event); the matchers accept them at the
-next `mask_logits` / `any_active` / `end`, i.e. after vLLM has launched the next draft
-forward, so the host's accept + fill for step i+1 overlaps that forward instead of stalling
-the device between steps. On CPU the copy is the tensor itself and the order is the same.
+Pipelining (GPU readiness): `begin(rows, sampled=...)` and `advance` only stage the token
+ids (on an accelerator, a non-blocking copy into a reused pinned host buffer plus an event);
+the matchers sync / accept them at the next `any_active` / `mask_logits` / `end`, i.e. after
+vLLM has launched the draft model's next forward (the proposer calls the sampler only after
+each forward), so the host's accept + bitmask fill for draft i+1 overlaps that forward
+instead of stalling the device between draft steps. On CPU the staged tensor is the ids
+themselves and the order of operations is the same, so the CPU tests cover the logic.
 
 Knows nothing of vLLM classes: rows come in as `MaskRow`s and matchers from `compile_fn`
 (xgrammar GrammarMatcher: accept_token, fill_next_token_bitmask, is_terminated, rollback,
@@ -102,9 +104,10 @@ class DraftMasker:
         self._active: list[int] = []  # rows masking/advancing in this draft loop, ascending
         self._bitmask: torch.Tensor | None = None  # [rows, ceil(V/32)] int32, host, reused
         self._device_bitmask: torch.Tensor | None = None  # its copy on the logits' device
-        self._pending: torch.Tensor | None = None  # [B] staged draft ids (host once ready)
-        self._pending_event: Any = None  # accelerator event: the staged copy is complete
+        self._pending: tuple[torch.Tensor, Any] | None = None  # staged [B] draft ids, copy event
+        self._pending_begin: tuple[list[MaskRow], tuple[torch.Tensor, Any] | None] | None = None
         self._host_ids: torch.Tensor | None = None  # pinned [rows] int64 staging buffer
+        self._host_sampled: torch.Tensor | None = None  # pinned [rows, K+1] int64 staging buffer
         self._batch: Any = None  # xgrammar BatchGrammarMatcher, created on first batch fill
         self.trace: list[tuple[str, int, list[int], int]] | None = None
 
@@ -123,13 +126,26 @@ class DraftMasker:
         for rid in req_ids:
             self._reqs.pop(rid, None)
 
-    def begin(self, rows: Sequence[MaskRow]) -> None:
-        """Advance each row's matcher by its newly accepted tokens; choose the rows to mask."""
-        t0 = time.perf_counter()
-        compile_s = 0.0
+    def begin(self, rows: Sequence[MaskRow], *, sampled: torch.Tensor | None = None) -> None:
+        """Start a speculative step: each row's matcher will advance by its newly accepted
+        tokens, then the rows to mask are chosen. With `sampled` ([B, <= K+1] int, -1
+        placeholders, any device) a grammar row's new tokens are row i of it instead of
+        `row.new_tokens`. The sync itself runs at the first use (any_active / mask_logits /
+        end): on an accelerator, after vLLM has launched the draft model's first forward."""
         self._rows = []
         self._active = []
         self._pending = None
+        staged = None
+        if sampled is not None and any(r.grammar_key is not None and r.masked for r in rows):
+            staged = self._stage(sampled, "_host_sampled")
+        self._pending_begin = (list(rows), staged)
+
+    def _start(self) -> None:
+        rows, staged = self._pending_begin or ((), None)
+        self._pending_begin = None
+        t0 = time.perf_counter()
+        sampled = self._read(staged) if staged is not None else None
+        compile_s = 0.0
         for i, row in enumerate(rows):
             if row.grammar_key is None or not row.masked:
                 if self._reqs:
@@ -145,9 +161,10 @@ class DraftMasker:
             if row.discard:
                 self._rows.append(None)
                 continue
-            self._sync(req, row)
+            new = row.new_tokens if sampled is None else (sampled[i] if i < len(sampled) else ())
+            self._sync(req, row.history, new)
             if self.debug and self.trace is not None:
-                self.trace.append((row.req_id, len(row.history), list(row.new_tokens), req.consumed))
+                self.trace.append((row.req_id, len(row.history), list(new), req.consumed))
             req.draft_advances = 0
             req.active = not req.dead and not req.matcher.is_terminated()
             if req.active:
@@ -208,17 +225,7 @@ class DraftMasker:
         if not self._active:
             return
         t0 = time.perf_counter()
-        if token_ids.device.type == "cpu":
-            self._pending = token_ids
-        else:  # overlap: the copy and the next draft forward are queued on the same stream
-            b = token_ids.shape[0]
-            if self._host_ids is None or self._host_ids.shape[0] < b:
-                self._host_ids = torch.empty(max(b, 8), dtype=torch.int64, pin_memory=True)
-            self._host_ids[:b].copy_(token_ids, non_blocking=True)
-            event = torch.cuda.Event() if token_ids.device.type == "cuda" else None
-            if event is not None:
-                event.record()
-            self._pending, self._pending_event = self._host_ids[:b], event
+        self._pending = self._stage(token_ids, "_host_ids")
         self.times.add("advance", time.perf_counter() - t0)
         if self.debug:  # debug: check the drafts now, not at the next use
             self._drain()
@@ -254,16 +261,38 @@ class DraftMasker:
             self._bitmask = torch.zeros(max(rows, 8), words, dtype=torch.int32)
         return self._bitmask
 
+    def _stage(self, ids: torch.Tensor, buffer: str) -> tuple[torch.Tensor, Any]:
+        """`ids` on the host: itself on CPU; else a non-blocking copy into a reused pinned
+        buffer plus the event that says it landed (queued behind the ops that produce `ids`)."""
+        if ids.device.type == "cpu":
+            return ids, None
+        host: torch.Tensor | None = getattr(self, buffer)
+        if host is None or host.shape[0] < ids.shape[0] or host.shape[1:] != ids.shape[1:]:
+            host = torch.empty((max(ids.shape[0], 8), *ids.shape[1:]), dtype=torch.int64, pin_memory=True)
+            setattr(self, buffer, host)
+        out = host[: ids.shape[0]]
+        out.copy_(ids, non_blocking=True)
+        event = torch.cuda.Event() if ids.device.type == "cuda" else None
+        if event is not None:
+            event.record()
+        return out, event
+
+    @staticmethod
+    def _read(staged: tuple[torch.Tensor, Any]) -> list[Any]:
+        ids, event = staged
+        if event is not None:
+            event.synchronize()
+        return ids.tolist()
+
     def _drain(self) -> None:
-        """Walk the active matchers through the staged draft ids (waiting for their copy)."""
+        """Run a staged `begin`, then walk the active matchers through the staged draft ids."""
+        if self._pending_begin is not None:
+            self._start()
         pending, self._pending = self._pending, None
         if pending is None:
             return
         t0 = time.perf_counter()
-        if self._pending_event is not None:
-            self._pending_event.synchronize()
-            self._pending_event = None
-        ids = pending.tolist()
+        ids = self._read(pending)
         active = [i for i in self._active if i < len(ids)]
         toks = [int(ids[i]) for i in active]
         if self.debug:
@@ -289,14 +318,14 @@ class DraftMasker:
         self._active = [i for i in self._active if self._req(i).active]
         self.times.add("advance", time.perf_counter() - t0)
 
-    def _sync(self, req: _Req, row: MaskRow) -> None:
-        new = [t for t in row.new_tokens if t >= 0]
-        if req.consumed != len(row.history):
+    def _sync(self, req: _Req, history: Sequence[int], new_tokens: Sequence[int]) -> None:
+        new = [int(t) for t in new_tokens if t >= 0]
+        if req.consumed != len(history):
             req.matcher.reset()
             req.consumed = 0
             req.dead = False
             self.stats.resyncs += 1
-            self._feed(req, [int(t) for t in row.history])
+            self._feed(req, [int(t) for t in history])
         self._feed(req, new)
 
     def _feed(self, req: _Req, tokens: Sequence[int]) -> None:

@@ -7,8 +7,10 @@ What `register()` does, per `SPECGATE_VLLM_MODE` (read in each process; the gate
 - "kernel-fix": only the CPU `expand` kernel fix (`engine.vllm.kernel_fix`);
 - "full" (default): the fix, plus draft masking in the V1 model runner:
   * `GPUModelRunner.propose_draft_token_ids` is wrapped: before vLLM drafts, the runner's
-    DraftMasker advances each grammar request's matcher by the tokens vLLM accepted this step
-    (row i of `sampled_token_ids`, -1 placeholders dropped); after, it rolls the drafts back.
+    DraftMasker is handed the step's rows and `sampled_token_ids` and (at its first use, once
+    the draft model's first forward is launched) advances each grammar request's matcher by
+    the tokens vLLM accepted this step (row i, -1 placeholders dropped); after, it rolls the
+    drafts back.
   * `SpecDecodeBaseProposer._sample_draft_tokens` is replaced: at every draft step the draft
     logits are cast to fp32, masked with each grammar request's current mask, then sampled
     by vLLM's own `_sample_from_logits` (argmax for greedy rows; with
@@ -194,38 +196,32 @@ def _draft_mask_on(sampling_params: Any, default: bool) -> bool:
     return bool(extra.get(EXTRA_ARG, default))
 
 
-def _rows_for(runner: Any, sampled_token_ids: Any, default_on: bool) -> list[MaskRow]:
-    """One MaskRow per input-batch row; only rows with a grammar and the mask on carry tokens
-    (the sampled ids are read once, and only when such a row exists)."""
-    req_ids = runner.input_batch.req_ids
+def _rows_for(runner: Any, default_on: bool) -> list[MaskRow]:
+    """One MaskRow per input-batch row; grammar rows with the mask on carry their history
+    (their new tokens are row i of the step's sampled ids, which the masker reads lazily)."""
     requests = runner.requests
+    discard = getattr(getattr(runner, "discard_request_mask", None), "np", None)
     rows: list[MaskRow] = []
-    wanted: list[int] = []
-    for i, rid in enumerate(req_ids):
+    for i, rid in enumerate(runner.input_batch.req_ids):
         state: Any = requests.get(rid) if rid is not None else None
         params = None if state is None else state.sampling_params
         key = None if params is None else _grammar_key(params)
         if key is None or not _draft_mask_on(params, default_on):
             rows.append(MaskRow(req_id=str(rid), history=(), new_tokens=(), masked=False))
             continue
-        wanted.append(i)
-        rows.append(MaskRow(req_id=rid, history=state.output_token_ids, new_tokens=(), grammar_key=key))
-    if not wanted:
-        return rows
-    if hasattr(sampled_token_ids, "tolist"):
-        sampled = sampled_token_ids.tolist()  # [num_reqs, <= K+1], -1 where rejected (one host read)
-    else:
-        sampled = sampled_token_ids
-    discard = getattr(getattr(runner, "discard_request_mask", None), "np", None)
-    for i in wanted:
-        row = rows[i]
-        rows[i] = MaskRow(
-            req_id=row.req_id, history=row.history,
-            new_tokens=sampled[i] if i < len(sampled) else (),
-            grammar_key=row.grammar_key,
-            discard=bool(discard[i]) if discard is not None and i < len(discard) else False,
-        )
+        rows.append(MaskRow(req_id=rid, history=state.output_token_ids, new_tokens=(), grammar_key=key,
+                            discard=bool(discard[i]) if discard is not None and i < len(discard) else False))
     return rows
+
+
+def _sampled_tensor(sampled_token_ids: Any) -> Any:
+    """[num_reqs, <= K+1] int tensor of this step's sampled ids (-1 where rejected)."""
+    import torch
+
+    if isinstance(sampled_token_ids, torch.Tensor):
+        return sampled_token_ids
+    width = max((len(r) for r in sampled_token_ids), default=0)
+    return torch.tensor([list(r) + [-1] * (width - len(r)) for r in sampled_token_ids], dtype=torch.int64)
 
 
 _PREEMPTED_SEEN = [0]
@@ -257,12 +253,12 @@ def _wrap_propose(orig: Any) -> Any:
         if finished:
             masker.drop(finished)
         _note_preempted(getattr(scheduler_output, "preempted_req_ids", None) or ())
-        rows = _rows_for(self, sampled_token_ids, self._specgate_default_on)
+        rows = _rows_for(self, self._specgate_default_on)
         t1 = time.perf_counter()
         times.add("rows", t1 - t0)
         times.add("wrap", t0 - t_start)
-        masker.begin(rows)
-        masked = masker.any_active
+        masker.begin(rows, sampled=_sampled_tensor(sampled_token_ids))
+        steps_before = masker.stats.steps
         drafter._specgate_masker = masker
         drafter._last_draft_probs = None  # never reuse a previous step's q
         try:
@@ -272,6 +268,7 @@ def _wrap_propose(orig: Any) -> Any:
         finally:
             masker.end()
             drafter._specgate_masker = None
+        masked = masker.stats.steps > steps_before
         t2 = time.perf_counter()
         if masker.live_request_ids:
             live = self.requests

@@ -79,6 +79,8 @@ def test_history_mismatch_resyncs(masker: DraftMasker, qwen_tokenizer: Any) -> N
     masker.end()
     # the request was preempted and resumed: the worker's history is longer than the matcher's
     masker.begin([MaskRow("g", history=toks[:3], new_tokens=[toks[3]], grammar_key="k")])
+    assert masker.stats.resyncs == 0  # the sync runs at the first use, not in begin
+    assert masker.any_active
     assert masker.stats.resyncs == 1
     logits = torch.zeros(1, V)
     masker.mask_logits(logits)
@@ -174,3 +176,26 @@ def test_batch_rows_match_single_matchers_and_roll_back(masker: DraftMasker, com
     assert masker.stats.resyncs == 0 and masker.stats.masked_rows == 3 * 2 + 3
     for phase in ("sync", "fill", "apply", "advance", "rollback"):
         assert masker.times.phase_s[phase] > 0.0, phase
+
+
+def test_new_tokens_from_the_sampled_tensor(masker: DraftMasker, compiled: Any, qwen_tokenizer: Any) -> None:
+    """`begin(rows, sampled=...)`: grammar rows take their accepted tokens from row i of the
+    step's sampled ids (-1 placeholders dropped), the free row's are ignored."""
+    from sampler import unpack_bitmask
+
+    toks = _ids(qwen_tokenizer, '{"a": 12}')
+    sampled = torch.tensor([[7, 8, -1], [toks[0], toks[1], -1]])
+    masker.begin([MaskRow("free", history=(), new_tokens=()),
+                  MaskRow("g", history=(), new_tokens=(), grammar_key="k")], sampled=sampled)
+    logits = torch.zeros(2, V)
+    masker.mask_logits(logits)
+    ref = compiled.matcher()
+    assert ref.accept_token(toks[0]) and ref.accept_token(toks[1])
+    want = torch.zeros(1, (V + 31) // 32, dtype=torch.int32)
+    ref.fill_mask(want, 0)
+    assert _allowed(logits[1]) == set(unpack_bitmask(want, V)[0].nonzero().flatten().tolist())
+    assert torch.isfinite(logits[0]).all()
+    masker.end()
+    masker.begin([MaskRow("g", history=toks[:2], new_tokens=(), grammar_key="k")], sampled=torch.tensor([[-1]]))
+    masker.end()
+    assert masker.stats.resyncs == 0  # consumed 2 == history 2
