@@ -12,8 +12,9 @@ What `register()` does, per `SPECGATE_VLLM_MODE` (read in each process; the gate
     the tokens vLLM accepted this step (row i, -1 placeholders dropped); after, it rolls the
     drafts back.
   * `SpecDecodeBaseProposer._sample_draft_tokens` is replaced: at every draft step the draft
-    logits are cast to fp32, masked with each grammar request's current mask, then sampled
-    by vLLM's own `_sample_from_logits` (argmax for greedy rows; with
+    logits (in the draft model's dtype, as vLLM samples them; other dtypes are cast to fp32)
+    are masked with each grammar request's current mask, then sampled by vLLM's own
+    `_sample_from_logits` (softmax in fp32) (argmax for greedy rows; with
     `draft_sample_method="probabilistic"`, a sample from softmax(masked/T) whose probs —
     the masked q — vLLM keeps for its rejection sampler, whose p vLLM already masks).
   Requests without a grammar, or with `SamplingParams.extra_args["specgate_draft_mask"]`
@@ -23,8 +24,10 @@ Timing: every runner step (`execute_model` + `sample_tokens`) and every phase of
 own host work is summed in the runner's `engine.vllm.timing.PluginTimes`; vLLM's
 `collective_rpc("specgate_plugin_times", kwargs={"reset": bool})` returns it from each worker
 (a method the plugin adds to `WorkerBase`). Masking rows also skips vLLM's greedy shortcut
-(`_greedy_sample`) for an fp32 cast of the logits and `_sample_from_logits` (the same argmax at
-T=0); the cast is timed as "cast".
+(`_greedy_sample`) for `_sample_from_logits` on the masked logits (the same argmax at T=0).
+An fp32 copy of bf16 logits cost 16 ms of the plugin's 20 ms per step on this CPU (measured
+with `benchmarks.vllm_ab`), so the logits are masked in their own dtype; a cast, where one is
+still needed, is timed as "cast".
 
 Matchers are compiled in the worker with vLLM's own XgrammarBackend from the request's
 `structured_outputs` and `all_stop_token_ids`, so the draft masks are byte-identical to the
@@ -52,6 +55,7 @@ logger = logging.getLogger("specgate.vllm.plugin")
 MODES = ("off", "kernel-fix", "full")
 EXTRA_ARG = "specgate_draft_mask"
 _PATCHED = "_specgate_patched"
+_MASKABLE: tuple[Any, ...] = ()  # logits dtypes masked in place (filled in by install_draft_masking)
 
 
 def plugin_mode() -> str:
@@ -87,6 +91,10 @@ def install_draft_masking() -> None:
 
     if getattr(GPUModelRunner, _PATCHED, False):
         return
+    import torch
+
+    global _MASKABLE
+    _MASKABLE = (torch.float32, torch.float16, torch.bfloat16)
     GPUModelRunner.propose_draft_token_ids = _wrap_propose(  # type: ignore[method-assign]
         GPUModelRunner.propose_draft_token_ids)
     GPUModelRunner.execute_model = _wrap_execute(GPUModelRunner.execute_model)  # type: ignore[method-assign]
@@ -299,9 +307,10 @@ def _wrap_sample_draft(orig: Any) -> Any:
             n = hidden_states.shape[0]
             if ids is not None and n:
                 assert int(ids[:n].min()) >= 0, "a -1 placeholder reached the draft model's input"
-        logits = self.model.compute_logits(hidden_states)
+        logits = self.model.compute_logits(hidden_states)  # [B, V], the draft model's dtype
         t0 = time.perf_counter()
-        logits = logits.float()  # [B, V] fp32
+        if logits.dtype not in _MASKABLE:
+            logits = logits.float()
         t1 = time.perf_counter()
         masker.mask_logits(logits)
         draft_token_ids, draft_probs = self._sample_from_logits(logits, sampling_metadata)

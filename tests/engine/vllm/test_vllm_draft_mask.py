@@ -199,3 +199,20 @@ def test_new_tokens_from_the_sampled_tensor(masker: DraftMasker, compiled: Any, 
     masker.begin([MaskRow("g", history=toks[:2], new_tokens=(), grammar_key="k")], sampled=torch.tensor([[-1]]))
     masker.end()
     assert masker.stats.resyncs == 0  # consumed 2 == history 2
+
+
+def test_bf16_logits_get_the_same_mask(masker: DraftMasker, qwen_tokenizer: Any) -> None:
+    """The plugin masks the draft's bf16 logits in place (no fp32 copy): same allowed set,
+    and the masked argmax is the argmax of the fp32 masking."""
+    toks = _ids(qwen_tokenizer, '{"a": 12}')
+    gen = torch.Generator().manual_seed(0)
+    raw = torch.randn(1, V, generator=gen)
+    masked = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        masker.begin([MaskRow("g", history=(), new_tokens=[toks[0]], grammar_key="k")])
+        logits = raw.to(dtype)
+        masker.mask_logits(logits)
+        masker.end()
+        masked[dtype] = logits
+    assert _allowed(masked[torch.bfloat16].float()) == _allowed(masked[torch.float32])
+    assert int(masked[torch.bfloat16].argmax()) == int(masked[torch.float32].to(torch.bfloat16).float().argmax())
