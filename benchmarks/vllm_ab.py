@@ -140,6 +140,7 @@ def table(result: dict[str, Any]) -> str:
                      f"{statistics.mean(col['proposed']):.0f} / {statistics.mean(col['verified']):.0f} / "
                      f"{statistics.mean(col['accepted']):.0f} |")
     lines.append("\n" + times_table(result.get("plugin_times") or {}))
+    lines.append("\n" + cost_model_view(result))
     on, off = result["per_repeat"]["mask on"], result["per_repeat"]["mask off"]
     ratios = [a["decode_tok_s"] / b["decode_tok_s"] for a, b in zip(on, off, strict=True) if b["decode_tok_s"]]
     if ratios:
@@ -167,6 +168,34 @@ def times_table(times: dict[str, dict[str, Any] | None]) -> str:
             n = b["steps"]
             lines.append(f"| {arm} | {key} | {n} | {1e3 * b['execute_s'] / n:.1f} | {1e3 * b['sample_s'] / n:.1f} | "
                          f"{1e3 * b['propose_s'] / n:.1f} |")
+    return "\n".join(lines)
+
+
+def cost_model_view(result: dict[str, Any]) -> str:
+    """The torch engine's cost model on this run's vLLM step costs (both arms' steps pooled,
+    `engine.vllm.step_costs`): per arm, the i.i.d. acceptance that its tokens per verify step
+    imply, the expected speedup over plain steps for each K, and the K the model would pick."""
+    from benchmarks.vllm_configs import add_times
+    from engine.vllm.step_costs import alpha_from_tokens_per_step, forward_costs_from_times
+
+    k = int(result["k"])
+    pooled = None
+    for t in (result.get("plugin_times") or {}).values():
+        pooled = add_times(pooled, t)
+    costs = forward_costs_from_times(pooled or {}, k=k)
+    if costs is None:
+        return "cost model: not enough timed steps"
+    lines = [f"cost model on the measured vLLM steps: verify s by tokens 1..{k + 1} "
+             f"{', '.join(f'{t:.3f}' for t in costs.target_s)}; draft s per draft {costs.draft_s:.3f} "
+             f"(c = {costs.draft_ratio:.2f})", "",
+             "| arm | tokens / step | implied α | " + " | ".join(f"K={j}" for j in range(1, k + 1)) + " | best K |",
+             "|" + "---|" * (k + 4)]
+    for arm, reps in result["per_repeat"].items():
+        tau = statistics.mean(r["tokens_per_step"] for r in reps)
+        alpha = alpha_from_tokens_per_step(tau, k)
+        best, _ = costs.best_k(alpha)
+        lines.append(f"| {arm} | {tau:.2f} | {alpha:.3f} | "
+                     + " | ".join(f"{costs.speedup(alpha, j):.2f}" for j in range(1, k + 1)) + f" | {best} |")
     return "\n".join(lines)
 
 
