@@ -18,7 +18,9 @@ accepted drafts, and acceptance = accepted / proposed. Reports mean, min and max
 repeats. The worker's own timing (`benchmarks.vllm_configs.plugin_times`, reset before and
 read after every request, so it is per arm): the plugin's host time per step by phase and
 its share of the runner's step time, and the runner's step cost (target forward; rejection
-sampling + draft loop) by scheduled tokens per step, split by draft path. Asserts nothing; at T=0 it also counts prompts whose output differs between arms
+sampling + draft loop) by scheduled tokens per step, split by draft path; then the torch
+engine's cost model on those step costs (`engine.vllm.step_costs`): per arm the acceptance its
+tokens per step imply, the expected speedup over plain steps for each K, and the best K. Asserts nothing; at T=0 it also counts prompts whose output differs between arms
 (the draft mask must not change greedy output).
 """
 
