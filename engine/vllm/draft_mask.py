@@ -186,7 +186,7 @@ class DraftMasker:
         import xgrammar as xgr
 
         t0 = time.perf_counter()
-        bitmask = self._buffer(n, (logits.shape[1] + 31) // 32)
+        bitmask = self._buffer(n, (logits.shape[1] + 31) // 32, pin=logits.device.type != "cpu")
         matchers = [self._req(i).matcher for i in active]
         if len(active) == 1:
             matchers[0].fill_next_token_bitmask(bitmask, active[0])
@@ -256,9 +256,11 @@ class DraftMasker:
         assert req is not None
         return req
 
-    def _buffer(self, rows: int, words: int) -> torch.Tensor:
+    def _buffer(self, rows: int, words: int, *, pin: bool) -> torch.Tensor:
+        """The reused host bitmask (pinned when it is copied to an accelerator, so that the
+        copy is truly asynchronous)."""
         if self._bitmask is None or self._bitmask.shape[0] < rows or self._bitmask.shape[1] != words:
-            self._bitmask = torch.zeros(max(rows, 8), words, dtype=torch.int32)
+            self._bitmask = torch.zeros(max(rows, 8), words, dtype=torch.int32, pin_memory=pin)
         return self._bitmask
 
     def _stage(self, ids: torch.Tensor, buffer: str) -> tuple[torch.Tensor, Any]:

@@ -29,6 +29,24 @@ An fp32 copy of bf16 logits cost 16 ms of the plugin's 20 ms per step on this CP
 with `benchmarks.vllm_ab`), so the logits are masked in their own dtype; a cast, where one is
 still needed, is timed as "cast".
 
+GPU readiness (written for, not run on, a GPU: none was lent). Done: the matchers never make
+the device wait between draft steps. `DraftMasker.begin` and `.advance` only queue a
+non-blocking copy of the token ids into a reused pinned buffer plus an event; the host syncs
+the matchers / accepts the drafts when the proposer next calls the sampler, i.e. after it has
+launched the draft model's next forward, so the host's accept + bitmask fill for draft i+1
+overlaps forward i+1 (on CPU the same code runs in the same order, which is what the tests
+cover). The host bitmask is reused (pinned on an accelerator) and copied into a reused device
+buffer with `non_blocking=True`; `apply_token_bitmask_inplace` masks on the device. Not done /
+not verified: (1) vLLM's async scheduling (the GPU default; the CPU platform turns it off):
+the history check compares `len(output_token_ids)` with what the matcher consumed, which
+assumes the runner's bookkeeping of the previous step is complete when the drafter runs; if
+async bookkeeping lags, the masker resyncs (correct, but a replay per step) or reads
+placeholders (dropped). Needs a GPU run with `SPECGATE_VLLM_DEBUG=1` and the resync counter.
+(2) Model Runner V2 (vLLM's GPU default) has no hook; the engine forces V1. (3) The bitmask
+fill stays on the host (xgrammar has no device fill); at large batch the batch fill is
+multi-threaded (`BatchGrammarMatcher`), but it is still on the critical path of draft step 1,
+whose forward is the one that consumes the accepted tokens.
+
 Matchers are compiled in the worker with vLLM's own XgrammarBackend from the request's
 `structured_outputs` and `all_stop_token_ids`, so the draft masks are byte-identical to the
 scheduler's target masks. Only the xgrammar structured-output backend and draft-model /
