@@ -43,9 +43,9 @@ assumes the runner's bookkeeping of the previous step is complete when the draft
 async bookkeeping lags, the masker resyncs (correct, but a replay per step) or reads
 placeholders (dropped). Needs a GPU run with `SPECGATE_VLLM_DEBUG=1` and the resync counter.
 (2) Model Runner V2 (vLLM's GPU default) has no hook; the engine forces V1. (3) The bitmask
-fill stays on the host (xgrammar has no device fill); at large batch the batch fill is
-multi-threaded (`BatchGrammarMatcher`), but it is still on the critical path of draft step 1,
-whose forward is the one that consumes the accepted tokens.
+fill stays on the host (xgrammar has no device fill): overlapped with each draft forward,
+multi-threaded across rows (`BatchGrammarMatcher`), but where one fill outlasts one draft
+forward (a large batch, a costly grammar state) the device waits for it.
 
 Matchers are compiled in the worker with vLLM's own XgrammarBackend from the request's
 `structured_outputs` and `all_stop_token_ids`, so the draft masks are byte-identical to the
