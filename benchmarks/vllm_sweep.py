@@ -1,7 +1,7 @@
 """Concurrency sweep on the vLLM engine: 1, 4 and 16 requests in flight, a mix of JSON-schema,
 tool-call and SQL requests, for `vllm-no-spec`, `vllm-native-fixed` and `specgate-vllm`.
 
-    python -m benchmarks.vllm_sweep [--levels 1,4,16] [--max-tokens 24] [-k 4] \
+    python -m benchmarks.vllm_sweep [--levels 1,4,16] [--max-tokens 24] [-k 4] [--data-dir DIR] \
         [--configs vllm-no-spec,vllm-native-fixed,specgate-vllm] [--out benchmarks/results/vllm_sweep.json]
     python -m benchmarks.vllm_sweep --table benchmarks/results/vllm_sweep.json
 
@@ -33,13 +33,13 @@ CONFIGS = ("vllm-no-spec", "vllm-native-fixed", "specgate-vllm")
 MIX = ("json", "tools", "sql")
 
 
-def mixed_bodies(n: int) -> list[tuple[str, dict[str, Any]]]:
+def mixed_bodies(n: int, *, data_dir: pathlib.Path | None = None) -> list[tuple[str, dict[str, Any]]]:
     """n (workload, body) pairs, round-robin over MIX, from the bench's own cases."""
     from benchmarks.suite.vllm_rows import case_body
     from benchmarks.suite.workloads import load_workload
 
     per = -(-n // len(MIX))
-    cases = {name: load_workload(name, per).cases for name in MIX}
+    cases = {name: load_workload(name, per, data_dir=data_dir).cases for name in MIX}
     return [(MIX[i % len(MIX)], case_body(cases[MIX[i % len(MIX)]][i // len(MIX)])) for i in range(n)]
 
 
@@ -80,16 +80,17 @@ async def run_level(engine: Any, bodies: list[tuple[str, dict[str, Any]]], *, co
     }
 
 
-async def run_config(config: str, *, levels: list[int], max_tokens: int, k: int) -> list[dict[str, Any]]:
+async def run_config(config: str, *, levels: list[int], max_tokens: int, k: int,
+                     data_dir: pathlib.Path | None = None) -> list[dict[str, Any]]:
     from benchmarks.vllm_configs import build_config_engine, one_request
 
     engine = await asyncio.to_thread(build_config_engine, config, k=k, max_num_seqs=max(levels))
     out = []
     try:
-        warm = mixed_bodies(1)[0][1]
+        warm = mixed_bodies(1, data_dir=data_dir)[0][1]
         await one_request(engine, warm, rid=f"{config}-warmup", max_tokens=4, temperature=0.0, seed=0)
         for c in levels:
-            level = await run_level(engine, mixed_bodies(max(c, len(MIX))), concurrency=c,
+            level = await run_level(engine, mixed_bodies(max(c, len(MIX)), data_dir=data_dir), concurrency=c,
                                     max_tokens=max_tokens, tag=f"{config}-c{c}")
             level["config"] = config
             print(json.dumps({key: v for key, v in level.items() if key != "plugin_times"}), flush=True)
@@ -130,6 +131,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=24)
     parser.add_argument("-k", type=int, default=4)
     parser.add_argument("--out", default="benchmarks/results/vllm_sweep.json")
+    parser.add_argument("--data-dir", type=pathlib.Path, default=None, help="benchmark data (default: shared/data)")
     parser.add_argument("--table", metavar="JSON", help="only print the table of a saved result")
     args = parser.parse_args()
     if args.table:
@@ -140,7 +142,8 @@ def main() -> None:
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for config in configs:
-        rows += asyncio.run(run_config(config, levels=levels, max_tokens=args.max_tokens, k=args.k))
+        rows += asyncio.run(run_config(config, levels=levels, max_tokens=args.max_tokens, k=args.k,
+                                       data_dir=args.data_dir))
     result = {"levels": rows, "max_tokens": args.max_tokens, "k": args.k, "mix": MIX,
               "wall_s": time.perf_counter() - started}
     print(table(result))
