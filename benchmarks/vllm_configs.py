@@ -60,9 +60,12 @@ async def plugin_times(engine: Any, *, reset: bool = True) -> dict[str, Any] | N
     masking is not installed in this engine, e.g. `vllm-native-fixed`); `reset` zeroes them."""
     from engine.vllm.timing import merge
 
+    config = getattr(engine, "config", None)
+    if config is None or config.vllm.plugin_mode != "full" or not config.speculative:
+        return None  # the workers have no such method: never ask (a failed RPC is logged as a worker error)
     try:
         parts = await engine.llm.collective_rpc("specgate_plugin_times", kwargs={"reset": reset})
-    except Exception:  # noqa: BLE001 - NotImplementedError from the worker: plugin not in full mode
+    except Exception:  # noqa: BLE001 - timing is optional: an engine without it reports None
         return None
     return merge(list(parts))
 
