@@ -53,7 +53,8 @@ def _fmt(value: Any, spec: str = ".2f") -> str:
 def _vllm_scope(settings: dict[str, Any]) -> str:
     cases = settings.get("vllm_cases") or settings.get("num_cases")
     scope = ", ".join(settings.get("vllm_workloads") or settings.get("workloads") or [])
-    return f"vLLM rows: {cases} request(s) per workload on {scope}."
+    passes = settings.get("vllm_repeats") or 1
+    return f"vLLM rows: {cases} request(s) per workload on {scope}, {passes} pass(es) in each engine."
 
 
 def _wall(document: dict[str, Any]) -> str:
