@@ -15,7 +15,12 @@ first token), summed over prompts, kept apart from TTFT (prefill + first step); 
 verify step = completion tokens / engine steps; proposed drafts (steps x K), verified drafts
 (what the scheduler sent to the rejection sampler after cutting grammar-invalid ones),
 accepted drafts, and acceptance = accepted / proposed. Reports mean, min and max across
-repeats. Asserts nothing; at T=0 it also counts prompts whose output differs between arms
+repeats. The worker's own timing (`benchmarks.vllm_configs.plugin_times`, reset before and
+read after every request, so it is per arm): the plugin's host time per step by phase and
+its share of the runner's step time, and the runner's step cost (target forward; rejection
+sampling + draft loop) by scheduled tokens per step, split by draft path; then the torch
+engine's cost model on those step costs (`engine.vllm.step_costs`): per arm the acceptance its
+tokens per step imply, the expected speedup over plain steps for each K, and the best K. Asserts nothing; at T=0 it also counts prompts whose output differs between arms
 (the draft mask must not change greedy output).
 """
 
@@ -26,7 +31,6 @@ import asyncio
 import json
 import pathlib
 import statistics
-import time
 from typing import Any
 
 from benchmarks.vllm_compare import SCHEMAS
@@ -58,26 +62,18 @@ ARMS = {"mask on": True, "mask off": False}
 
 async def _one(engine: Any, body: dict[str, Any], *, rid: str, mask: bool, max_tokens: int,
                temperature: float, k: int) -> dict[str, Any]:
-    from benchmarks.vllm_configs import _request
+    from benchmarks.vllm_configs import one_request, plugin_times
 
-    req = _request(engine, body, rid=rid, max_tokens=max_tokens, temperature=temperature, seed=0)
-    req.draft_mask = mask
-    start = time.perf_counter()
-    first = last = None
-    tokens: list[int] = []
-    stats = None
-    async for delta in engine.generate(req):
-        now = time.perf_counter()
-        if delta.token_ids:
-            first = now if first is None else first
-            last = now
-        tokens += delta.token_ids
-        stats = delta.stats or stats
-    assert stats is not None and first is not None and last is not None
-    return {"tokens": tokens, "ttft_s": first - start, "decode_s": last - first,
-            "completion_tokens": stats.completion_tokens, "steps": stats.steps,
-            "proposed": max(stats.proposed_tokens, stats.steps * k), "verified": stats.draft_tokens,
-            "accepted": stats.accepted_tokens}
+    await plugin_times(engine, reset=True)
+    r = await one_request(engine, body, rid=rid, max_tokens=max_tokens, temperature=temperature, seed=0,
+                          draft_mask=mask)
+    if r["error"] is not None or r["ttft_s"] is None:
+        raise RuntimeError(f"request {rid} failed: {r['error']}")
+    times = await plugin_times(engine, reset=True)
+    return {"times": times, "text": r["text"], "ttft_s": r["ttft_s"], "decode_s": r["decode_s"],
+            "completion_tokens": r["completion_tokens"], "steps": r["steps"],
+            "proposed": max(r["proposed_tokens"], r["steps"] * k), "verified": r["draft_tokens"],
+            "accepted": r["accepted_tokens"]}
 
 
 def _arm_repeat(results: list[dict[str, Any]]) -> dict[str, float]:
@@ -90,14 +86,24 @@ def _arm_repeat(results: list[dict[str, Any]]) -> dict[str, float]:
             "ttft_s": statistics.median(r["ttft_s"] for r in results),
             "tokens_per_step": toks / steps if steps else 0.0,
             "proposed": proposed, "verified": sum(r["verified"] for r in results), "accepted": accepted,
-            "acceptance": accepted / proposed if proposed else 0.0, "completion_tokens": toks}
+            "acceptance": accepted / proposed if proposed else 0.0, "completion_tokens": toks,
+            "plugin_share": _share(results)}
+
+
+def _share(results: list[dict[str, Any]]) -> float:
+    plugin = sum((r["times"] or {}).get("plugin_s", 0.0) for r in results)
+    step = sum((r["times"] or {}).get("step_s", 0.0) for r in results)
+    return plugin / step if step else 0.0
 
 
 async def run(repeats: int, max_tokens: int, k: int, temperature: float) -> dict[str, Any]:
     from benchmarks.vllm_configs import build_config_engine
 
     engine = await asyncio.to_thread(build_config_engine, "specgate-vllm", k=k)
+    from benchmarks.vllm_configs import add_times
+
     per: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
+    times: dict[str, dict[str, Any] | None] = dict.fromkeys(ARMS)
     differ = 0
     try:
         await _one(engine, BODIES[0], rid="warmup", mask=True, max_tokens=8, temperature=0.0, k=k)
@@ -110,7 +116,8 @@ async def run(repeats: int, max_tokens: int, k: int, temperature: float) -> dict
                     outs[arm] = await _one(engine, body, rid=f"r{rep}-p{i}-{ARMS[arm]}", mask=ARMS[arm],
                                            max_tokens=max_tokens, temperature=temperature, k=k)
                     rows[arm].append(outs[arm])
-                differ += int(temperature == 0.0 and outs["mask on"]["tokens"] != outs["mask off"]["tokens"])
+                    times[arm] = add_times(times[arm], outs[arm]["times"])
+                differ += int(temperature == 0.0 and outs["mask on"]["text"] != outs["mask off"]["text"])
             for arm in ARMS:
                 per[arm].append(_arm_repeat(rows[arm]))
                 print(f"repeat {rep} {arm}: {per[arm][-1]}", flush=True)
@@ -118,7 +125,7 @@ async def run(repeats: int, max_tokens: int, k: int, temperature: float) -> dict
         await engine.shutdown()
     return {"repeats": repeats, "max_tokens": max_tokens, "k": k, "temperature": temperature,
             "prompts": len(BODIES), "greedy_outputs_differing": differ if temperature == 0.0 else None,
-            "per_repeat": per}
+            "per_repeat": per, "plugin_times": times}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -134,10 +141,63 @@ def table(result: dict[str, Any]) -> str:
                      f"{spread(col['tokens_per_step'], '.2f')} | {spread(col['acceptance'], '.3f')} | "
                      f"{statistics.mean(col['proposed']):.0f} / {statistics.mean(col['verified']):.0f} / "
                      f"{statistics.mean(col['accepted']):.0f} |")
+    lines.append("\n" + times_table(result.get("plugin_times") or {}))
+    lines.append("\n" + cost_model_view(result))
     on, off = result["per_repeat"]["mask on"], result["per_repeat"]["mask off"]
     ratios = [a["decode_tok_s"] / b["decode_tok_s"] for a, b in zip(on, off, strict=True) if b["decode_tok_s"]]
     if ratios:
         lines.append(f"\ndecode tok/s, mask on / mask off, per repeat: {spread(ratios, '.2f')}")
+    return "\n".join(lines)
+
+
+def times_table(times: dict[str, dict[str, Any] | None]) -> str:
+    """The worker's own timing per arm: plugin share of step time, by phase, and the runner's
+    step cost by scheduled tokens ("5m": 5 tokens, drafts masked)."""
+    from engine.vllm.timing import PHASES
+
+    lines = ["| arm | steps | step ms | plugin ms/step | plugin share | "
+             + " | ".join(f"{p} ms/step" for p in PHASES) + " |", "|" + "---|" * (5 + len(PHASES))]
+    for arm, t in times.items():
+        if not t or not t["steps"]:
+            continue
+        n = t["steps"]
+        lines.append(f"| {arm} | {n} | {1e3 * t['step_s'] / n:.1f} | {1e3 * t['plugin_s'] / n:.2f} | "
+                     f"{t['share']:.2%} | " + " | ".join(f"{1e3 * t['phase_s'][p] / n:.2f}" for p in PHASES) + " |")
+    lines += ["", "| arm | scheduled tokens | steps | execute ms | sample ms | of which propose ms |",
+              "|---|---|---|---|---|---|"]
+    for arm, t in times.items():
+        for key, b in (t or {}).get("by_tokens", {}).items():
+            n = b["steps"]
+            lines.append(f"| {arm} | {key} | {n} | {1e3 * b['execute_s'] / n:.1f} | {1e3 * b['sample_s'] / n:.1f} | "
+                         f"{1e3 * b['propose_s'] / n:.1f} |")
+    return "\n".join(lines)
+
+
+def cost_model_view(result: dict[str, Any]) -> str:
+    """The torch engine's cost model on this run's vLLM step costs (both arms' steps pooled,
+    `engine.vllm.step_costs`): per arm, the i.i.d. acceptance that its tokens per verify step
+    imply, the expected speedup over plain steps for each K, and the K the model would pick."""
+    from benchmarks.vllm_configs import add_times
+    from engine.vllm.step_costs import alpha_from_tokens_per_step, forward_costs_from_times
+
+    k = int(result["k"])
+    pooled = None
+    for t in (result.get("plugin_times") or {}).values():
+        pooled = add_times(pooled, t)
+    costs = forward_costs_from_times(pooled or {}, k=k)
+    if costs is None:
+        return "cost model: not enough timed steps"
+    lines = [f"cost model on the measured vLLM steps: verify s by tokens 1..{k + 1} "
+             f"{', '.join(f'{t:.3f}' for t in costs.target_s)}; draft s per draft {costs.draft_s:.3f} "
+             f"(c = {costs.draft_ratio:.2f})", "",
+             "| arm | tokens / step | implied α | " + " | ".join(f"K={j}" for j in range(1, k + 1)) + " | best K |",
+             "|" + "---|" * (k + 4)]
+    for arm, reps in result["per_repeat"].items():
+        tau = statistics.mean(r["tokens_per_step"] for r in reps)
+        alpha = alpha_from_tokens_per_step(tau, k)
+        best, _ = costs.best_k(alpha)
+        lines.append(f"| {arm} | {tau:.2f} | {alpha:.3f} | "
+                     + " | ".join(f"{costs.speedup(alpha, j):.2f}" for j in range(1, k + 1)) + f" | {best} |")
     return "\n".join(lines)
 
 

@@ -19,7 +19,8 @@ Peers:
   grammar through a processor that follows input_ids (benchmarks.suite.hf_processor; xgrammar's
   own `contrib.hf.LogitsProcessor` fails under assisted generation). HF runs one processor
   list on the assistant and the target, so its draft is masked as well;
-- `vllm-native`, `vllm-native-fixed`, `specgate-vllm`: from `benchmarks.vllm_configs`
+- `vllm-no-spec` (vLLM without speculation: the baseline of the vLLM rows, `VLLM_BASELINE`),
+  `vllm-native`, `vllm-native-fixed`, `specgate-vllm`: from `benchmarks.vllm_configs`
   (`run_vllm_config`); rows are marked unavailable when vLLM is not installed.
 
 Knows nothing about workloads or timing.
@@ -55,9 +56,10 @@ TORCH_CONFIGS: dict[str, TorchConfig] = {
     "forced-only": TorchConfig(drafter="forced"),
 }
 HF_CONFIGS = ("hf-assisted",)
-VLLM_CONFIGS = ("vllm-native", "vllm-native-fixed", "specgate-vllm")
+VLLM_CONFIGS = ("vllm-no-spec", "vllm-native", "vllm-native-fixed", "specgate-vllm")
 CONFIGS = (*TORCH_CONFIGS, *HF_CONFIGS, *VLLM_CONFIGS)
 BASELINE = "no-spec"
+VLLM_BASELINE = "vllm-no-spec"
 
 
 def check_configs(names: tuple[str, ...] | list[str]) -> None:

@@ -9,9 +9,15 @@ Row fields (None where the runner could not measure them):
 - `stopped` = share of requests that ended by grammar end / stop token (not max_tokens);
 - `tokens_per_second` = Σ decode tokens / Σ decode time (first step, which carries the
   prefill, excluded); `e2e_tokens_per_second` = Σ tokens / Σ request latency;
-- `speedup` = tokens_per_second / that of `no-spec` on the same workload and temperature,
-  measured in the same run (None without that baseline); rows with `timing="e2e"` (vLLM)
-  compare end-to-end tokens/s instead, and their `tokens_per_second` includes the prefill;
+- `speedup` = tokens_per_second / that of the row's baseline on the same workload and
+  temperature, measured in the same run (None without that baseline): `no-spec` for the torch
+  and HF rows, `vllm-no-spec` for the vLLM rows (vLLM's own plain speed); rows with
+  `timing="e2e"` compare end-to-end tokens/s instead, and their `tokens_per_second` includes
+  the prefill;
+- `repeats`, `tps_min` / `tps_max`: the passes over the cases (vLLM rows: `vllm_repeats`) and
+  the lowest / highest decode tokens/s of one pass (None with one pass);
+- `plugin_share` (vLLM rows with the plugin's masking): the plugin's own worker host time /
+  the worker's step time;
 - `predicted_speedup` = `sampler.expected_speedup(α, K, c, verify_cost)` with α the measured
   acceptance, c = measured draft time per step / (K · no-spec step time) (so grammar-forced
   drafts that need no forward lower c) and verify_cost = measured verify time per step /
@@ -43,7 +49,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from benchmarks.suite.configs import BASELINE, TORCH_CONFIGS
+from benchmarks.suite.configs import BASELINE, TORCH_CONFIGS, VLLM_BASELINE, VLLM_CONFIGS
 from benchmarks.suite.records import RequestRecord
 
 
@@ -69,6 +75,23 @@ def percentile(values: list[float], q: float) -> float | None:
     low = int(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def baseline_of(config: str) -> str:
+    """The configuration a row's speedup divides by."""
+    return VLLM_BASELINE if config in VLLM_CONFIGS else BASELINE
+
+
+def _spread(ok: list[RequestRecord]) -> dict[str, Any]:
+    passes: dict[int, list[RequestRecord]] = defaultdict(list)
+    for r in ok:
+        passes[r.repeat].append(r)
+    tps = [_ratio(float(sum(r.decode_tokens for r in rs)), float(sum(r.decode_time_s for r in rs)))
+           for rs in passes.values()]
+    values = [v for v in tps if v is not None]
+    if len(passes) < 2 or not values:
+        return {"repeats": len(passes), "tps_min": None, "tps_max": None}
+    return {"repeats": len(passes), "tps_min": min(values), "tps_max": max(values)}
 
 
 def summarize(records: list[RequestRecord]) -> dict[str, Any]:
@@ -128,6 +151,8 @@ def summarize(records: list[RequestRecord]) -> dict[str, Any]:
         "ttft_p50_s": percentile([r.ttft_s for r in ok if r.ttft_s is not None], 50),
         "ttft_p99_s": percentile([r.ttft_s for r in ok if r.ttft_s is not None], 99),
         "cost_predicted_speedup": _ratio(_sum(ok, "decode_plain_predicted_s"), _sum(ok, "decode_predicted_s")),
+        "plugin_share": _ratio(_sum(ok, "plugin_s"), _sum(ok, "worker_step_s")),
+        **_spread(ok),
     })
     return row
 
@@ -136,12 +161,12 @@ def add_relative(rows: list[dict[str, Any]]) -> None:
     """Fill speedup, predicted_speedup and speedup_vs_predicted against the no-spec rows."""
     from sampler import expected_speedup
 
-    baseline: dict[tuple[str, float], dict[str, Any]] = {}
+    baseline: dict[tuple[str, str, float], dict[str, Any]] = {}
     for row in rows:
-        if row["config"] == BASELINE and row.get("tokens_per_second"):
-            baseline[(row["workload"], row["temperature"])] = row
+        if row["config"] in (BASELINE, VLLM_BASELINE) and row.get("tokens_per_second"):
+            baseline[(row["config"], row["workload"], row["temperature"])] = row
     for row in rows:
-        base = baseline.get((row["workload"], row["temperature"]))
+        base = baseline.get((baseline_of(row["config"]), row["workload"], row["temperature"]))
         row["speedup"] = row["predicted_speedup"] = row["speedup_vs_predicted"] = None
         row["speedup_vs_cost_model"] = None
         if base is None or not row.get("tokens_per_second"):
@@ -151,7 +176,7 @@ def add_relative(rows: list[dict[str, Any]]) -> None:
                 row["speedup"] = row["e2e_tokens_per_second"] / base["e2e_tokens_per_second"]
             continue
         row["speedup"] = row["tokens_per_second"] / base["tokens_per_second"]
-        if row.get("cost_predicted_speedup") and row["config"] != BASELINE:
+        if row.get("cost_predicted_speedup") and row["config"] not in (BASELINE, VLLM_BASELINE):
             row["speedup_vs_cost_model"] = row["speedup"] / row["cost_predicted_speedup"]
         plain_step = base.get("decode_step_s")
         alpha, k = row.get("acceptance_rate"), row.get("k") or 0
@@ -164,10 +189,11 @@ def add_relative(rows: list[dict[str, Any]]) -> None:
         row["speedup_vs_predicted"] = row["speedup"] / row["predicted_speedup"]
 
 
-def greedy_match(cell: list[RequestRecord], baseline_texts: dict[tuple[str, str], str]) -> float | None:
-    """Share of a T=0 cell's requests whose output equals `no-spec`'s on the same case."""
-    pairs = [(r.text, baseline_texts[(r.workload, r.case_id)]) for r in cell
-             if r.error is None and r.temperature == 0 and (r.workload, r.case_id) in baseline_texts]
+def greedy_match(cell: list[RequestRecord], baseline_texts: dict[tuple[str, str, str], str]) -> float | None:
+    """Share of a T=0 cell's requests whose output equals its baseline's (`baseline_of`) on the same case."""
+    base = baseline_of(cell[0].config)
+    pairs = [(r.text, baseline_texts[(base, r.workload, r.case_id)]) for r in cell
+             if r.error is None and r.temperature == 0 and (base, r.workload, r.case_id) in baseline_texts]
     return sum(ours == theirs for ours, theirs in pairs) / len(pairs) if pairs else None
 
 
@@ -175,12 +201,13 @@ def aggregate(records: list[RequestRecord]) -> list[dict[str, Any]]:
     cells: dict[tuple[str, str, int, float], list[RequestRecord]] = defaultdict(list)
     for record in records:
         cells[(record.workload, record.config, record.k, record.temperature)].append(record)
-    baseline_texts = {(r.workload, r.case_id): r.text for r in records
-                      if r.config == BASELINE and r.temperature == 0 and r.error is None}
+    baseline_texts = {(r.config, r.workload, r.case_id): r.text for r in records
+                      if r.config in (BASELINE, VLLM_BASELINE) and r.temperature == 0 and r.error is None}
     rows = []
     for cell in cells.values():
         row = summarize(cell)
-        row["greedy_match"] = greedy_match(cell, baseline_texts) if cell[0].config != BASELINE else None
+        plain = cell[0].config in (BASELINE, VLLM_BASELINE)
+        row["greedy_match"] = None if plain else greedy_match(cell, baseline_texts)
         rows.append(row)
     add_relative(rows)
     return rows

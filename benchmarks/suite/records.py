@@ -51,6 +51,9 @@ class RequestRecord:
     ttft_s: float | None = None  # request start (prompt, grammar) to the first committed token
     decode_predicted_s: float | None = None  # engine.cost_model's time for the decode steps that ran
     decode_plain_predicted_s: float | None = None  # ... and for as many plain steps as decode tokens
+    plugin_s: float | None = None  # vLLM: the specgate plugin's own host time in the worker
+    worker_step_s: float | None = None  # vLLM: the worker's step time (execute_model + sample_tokens)
+    repeat: int = 0  # pass over the cases (vLLM rows run the cases `vllm_repeats` times in one engine)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

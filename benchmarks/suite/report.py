@@ -53,7 +53,8 @@ def _fmt(value: Any, spec: str = ".2f") -> str:
 def _vllm_scope(settings: dict[str, Any]) -> str:
     cases = settings.get("vllm_cases") or settings.get("num_cases")
     scope = ", ".join(settings.get("vllm_workloads") or settings.get("workloads") or [])
-    return f"vLLM rows: {cases} request(s) per workload on {scope}."
+    passes = settings.get("vllm_repeats") or 1
+    return f"vLLM rows: {cases} request(s) per workload on {scope}, {passes} pass(es) in each engine."
 
 
 def _wall(document: dict[str, Any]) -> str:
@@ -73,9 +74,10 @@ def markdown(document: dict[str, Any]) -> str:
         f"{'quick' if settings.get('quick') else 'full'}. " + _vllm_scope(settings) + _wall(document),
         "",
         *_costs_header(document),
-        "tok/s: decode tokens per second (prefill step excluded); speedup: over `no-spec` on the same "
-        "workload, measured in this run; pred.: measured ÷ predicted by `sampler.expected_speedup` from "
-        "the measured α, K, draft and verify costs; mask: verify-side mask share of step time.",
+        "tok/s: decode tokens per second (prefill step excluded; vLLM rows: first to last streamed token), "
+        "(min–max) over passes where the cases ran more than once; speedup: over `no-spec` on the same "
+        "workload, measured in this run (vLLM rows: over `vllm-no-spec`, vLLM's own plain speed); pred.: measured ÷ predicted by `sampler.expected_speedup` from "
+        "the measured α, K, draft and verify costs; mask: verify-side mask share of step time (vLLM rows: the plugin's own host time ÷ the worker's step time).",
         "",
     ]
     rows = document.get("results", [])
@@ -96,10 +98,10 @@ def markdown(document: dict[str, Any]) -> str:
                 continue
             lines.append(
                 f"| {row['config']} | {_fmt(row.get('acceptance_rate'))} | {_fmt(row.get('mean_accepted_length'))} "
-                f"| {_fmt(row.get('tokens_per_second'))}{'*' if row.get('timing') == 'e2e' else ''} "
+                f"| {_fmt(row.get('tokens_per_second'))}{'*' if row.get('timing') == 'e2e' else ''}{_range(row)} "
                 f"| {_fmt(row.get('speedup'))} "
                 f"| {_fmt(row.get('speedup_vs_predicted'))} | {_fmt(row.get('validity'))} | {_fmt(row.get('stopped'))} "
-                f"| {_fmt(row.get('greedy_match'))} | {_fmt(row.get('mask_share'), '.3f')} | {_fmt(row.get('forced_share'))} "
+                f"| {_fmt(row.get('greedy_match'))} | {_fmt(_mask(row), '.3f')} | {_fmt(row.get('forced_share'))} "
                 f"| {_fmt(row.get('stray_rate'), '.3f')} | {_fmt(row.get('latency_p50_s'), '.1f')} "
                 f"| {_fmt(row.get('latency_p99_s'), '.1f')} |"
             )
@@ -129,6 +131,17 @@ def markdown(document: dict[str, Any]) -> str:
     for plot in document.get("plots", []):
         lines.append(f"![{pathlib.Path(plot).stem}]({pathlib.Path(plot).name})")
     return "\n".join(lines) + "\n"
+
+
+def _range(row: dict[str, Any]) -> str:
+    """" (min–max)" of decode tok/s across passes, when the row has more than one."""
+    low, high = row.get("tps_min"), row.get("tps_max")
+    return "" if low is None or high is None else f" ({low:.2f}–{high:.2f})"
+
+
+def _mask(row: dict[str, Any]) -> Any:
+    """Verify-side mask share (torch rows), or the vLLM plugin's share of the worker's step time."""
+    return row.get("mask_share") if row.get("mask_share") is not None else row.get("plugin_share")
 
 
 def _costs_header(document: dict[str, Any]) -> list[str]:

