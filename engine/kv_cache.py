@@ -117,10 +117,11 @@ class KVCache:
             raise ValueError(f"export range [{start}, {end}) outside the {len(self.tokens)} cached positions")
         if not self.shareable:
             raise RuntimeError("this model's cache layers cannot be shared (not all DynamicLayer)")
-        return [
-            (layer.keys[:, :, start:end].clone(), layer.values[:, :, start:end].clone())
-            for layer in self.cache.layers
-        ]
+        out: list[LayerKV] = []
+        for layer in self.cache.layers:
+            assert isinstance(layer, DynamicLayer) and layer.keys is not None and layer.values is not None
+            out.append((layer.keys[:, :, start:end].clone(), layer.values[:, :, start:end].clone()))
+        return out
 
     def load(self, tokens: Sequence[int], layers: Sequence[LayerKV]) -> None:
         """Replace the cache by `tokens` whose keys/values are `layers` (one (k, v) per layer,
