@@ -78,6 +78,10 @@ class EngineConfig:
     `remeasure_costs` forces a new measurement) and picks K <= k per step from them and the
     request's acceptance, 0 where speculation cannot pay. `dtype` "auto": bfloat16 on CUDA and
     on CPUs with native bf16, float32 elsewhere (`engine.hardware.choose_dtype`).
+    `prefix_cache_mib`: bound of the automatic prefix cache (`engine.prefix_cache`: the
+    keys/values of recent prompts of the target and the draft, reused by later requests that
+    start with the same tokens; LRU beyond the bound); 0 = off. Torch backend only (vLLM has
+    its own prefix caching).
     """
 
     model: str
@@ -100,6 +104,7 @@ class EngineConfig:
     num_threads: int | None = None
     cache_dir: str | None = None
     remeasure_costs: bool = False
+    prefix_cache_mib: int = 1024
     vllm: VllmOptions = field(default_factory=VllmOptions)
 
     def __post_init__(self) -> None:
@@ -117,6 +122,8 @@ class EngineConfig:
             raise ValueError("max_num_seqs must be >= 1, max_queue and max_spec_concurrency >= 0")
         if not 1 <= self.ngram_min <= self.ngram_max:
             raise ValueError(f"ngram sizes need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+        if self.prefix_cache_mib < 0:
+            raise ValueError(f"prefix_cache_mib must be >= 0 (0 = off), got {self.prefix_cache_mib}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
         if self.backend == "vllm" and self.adaptive_k:

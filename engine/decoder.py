@@ -9,6 +9,10 @@ back to the committed tokens at the next use. K = 0 is a plain masked sampling s
 request's first step is plain for the draft-model drafter (the first token needs only the
 target's prefill; the draft prefills on the second step). With `adaptive_k`, K per step comes
 from `engine.adaptive.AdaptiveK` over the shared measured `costs` (engine.cost_model).
+With a prefix cache (`engine.prefix_cache`, `config.prefix_cache_mib` > 0), a new sequence's
+target and draft caches start from the longest cached prefix of its prompt (the draft's is
+looked up again while it is still empty), and each model's prompt is published once its cache
+covers it; the draft's catch-up counts only the positions it really has to prefill.
 
 Stops: grammar termination (the terminating token is the last one emitted: nothing after
 it, no bonus), a stop token without a grammar (unless `ignore_eos`), `max_tokens` (exact,
@@ -45,6 +49,7 @@ from engine.drafters import (
 )
 from engine.kv_cache import KVCache
 from engine.loader import model_stop_token_ids
+from engine.prefix_cache import PrefixCache
 from engine.sequence_state import SequenceState
 from engine.stats import RequestStats
 from engine.transform import RequestTransform
@@ -67,8 +72,10 @@ class SpecDecoder:
         config: EngineConfig,
         draft_model: Any | None = None,
         costs: ForwardCosts | None = None,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         self.target_model = target_model
+        self.prefix_cache = prefix_cache if prefix_cache is not None else PrefixCache.from_mib(config.prefix_cache_mib)
         self.costs = costs  # measured forward costs shared by every request's AdaptiveK
         self.acceptance_priors = AcceptancePriors(depth=max(config.k, 1))  # the pair's acceptance, per drafter kind
         self.draft_model = draft_model
@@ -121,6 +128,34 @@ class SpecDecoder:
         return self.drafter
 
     def new_sequence(self, request: GenerationRequest) -> SequenceState:
+        seq = self._new_sequence(request)
+        if self.prefix_cache is not None:
+            seq.unpublished = {"target", "draft"} if seq.draft_kv is not None else {"target"}
+            assert seq.target_kv is not None
+            seq.stats.cached_tokens = self.prefix_cache.restore(
+                seq.target_kv, request.prompt_token_ids, pool="target")
+            self._restore_draft(seq)
+        return seq
+
+    def _restore_draft(self, seq: SequenceState) -> None:
+        """Seed a still-empty draft cache from the prefix cache (prompt positions only)."""
+        if self.prefix_cache is None or seq.draft_kv is None or len(seq.draft_kv):
+            return
+        version = self.prefix_cache.version("draft")
+        if version != seq.draft_lookup_version:  # nothing new stored since the last miss: no lookup
+            seq.draft_lookup_version = version
+            seq.stats.draft_cached_tokens = self.prefix_cache.restore(
+                seq.draft_kv, seq.request.prompt_token_ids, pool="draft")
+
+    def _publish(self, seq: SequenceState) -> None:
+        """Offer each model's prompt to the prefix cache once its cache covers it."""
+        assert self.prefix_cache is not None
+        for pool, kv in (("target", seq.target_kv), ("draft", seq.draft_kv)):
+            if pool in seq.unpublished and kv is not None and len(kv) >= seq.prompt_len:
+                seq.unpublished.discard(pool)
+                self.prefix_cache.publish(kv, seq.request.prompt_token_ids, pool=pool)
+
+    def _new_sequence(self, request: GenerationRequest) -> SequenceState:
         self.check_prompt(request)
         seed = request.sampling.seed
         generator = torch.Generator(device=self.device)
@@ -158,6 +193,7 @@ class SpecDecoder:
             return 0  # first token from the target's prefill alone: the draft's prefill is off the TTFT path
         if seq.adaptive is None:
             return self.k
+        self._restore_draft(seq)  # a prompt published since this sequence started
         behind = len(seq.tokens) - len(seq.draft_kv) if seq.draft_kv is not None else 0
         return seq.adaptive.choose_k(catch_up_tokens=behind if isinstance(seq.drafter, ModelDrafter) else 0)
 
@@ -174,6 +210,8 @@ class SpecDecoder:
         k = max(0, min(k, room - 1, seq.bitmask.shape[0] - 1))
 
         t0 = time.perf_counter()
+        if k > 0:
+            self._restore_draft(seq)
         proposal: Proposal = seq.drafter.propose(seq, k=k) if k > 0 else Proposal()
         drafts = proposal.token_ids[:k]
         t1 = time.perf_counter()
@@ -216,6 +254,8 @@ class SpecDecoder:
                 draft_s=t1 - t0, target_s=t3 - t2,
             )
         committed = self._commit(seq, emitted)
+        if seq.unpublished:
+            self._publish(seq)
         stats.time_total_s += time.perf_counter() - t0
         return committed
 

@@ -10,6 +10,14 @@ positions. Position ids are passed explicitly so a cropped cache never shifts th
 Invariant: `tokens` is exactly the token sequence whose keys/values are cached. The adapter
 does not know about drafts, grammars or requests; callers sync it to the committed sequence
 with `sync_to(tokens)` (crop to the longest common prefix).
+
+Prefix sharing (`engine.prefix_cache`): `export_range(start, end)` copies the keys/values of
+cached positions out (per layer, fresh tensors), `load(tokens, layers)` seeds an empty cache
+with copies. transformers 5.19 layout relied on: `DynamicCache.layers` holds one
+`DynamicLayer` per decoder layer with `.keys` / `.values` [batch 1, kv_heads, positions,
+head_dim], grown by `torch.cat` in `update` (never written in place). Sliding-window or other
+layer kinds drop or transform positions, so `shareable` is False for them and nothing is
+exported.
 """
 
 from __future__ import annotations
@@ -18,6 +26,9 @@ from collections.abc import Sequence
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+LayerKV = tuple[torch.Tensor, torch.Tensor]  # (keys, values), each [1, kv_heads, positions, head_dim]
 
 
 class KVCache:
@@ -93,6 +104,38 @@ class KVCache:
             self.crop(len(self.tokens) - 1)
             pending = [tokens[-1]]
         return pending
+
+    @property
+    def shareable(self) -> bool:
+        """Whether positions can be exported / loaded: every layer a plain `DynamicLayer`."""
+        return bool(self.cache.layers) and all(type(layer) is DynamicLayer for layer in self.cache.layers)
+
+    def export_range(self, start: int, end: int) -> list[LayerKV]:
+        """Copies of the keys/values of cached positions [start, end), one (k, v) per layer,
+        each [1, kv_heads, end-start, head_dim], contiguous and owned by the caller."""
+        if not 0 <= start < end <= len(self.tokens):
+            raise ValueError(f"export range [{start}, {end}) outside the {len(self.tokens)} cached positions")
+        if not self.shareable:
+            raise RuntimeError("this model's cache layers cannot be shared (not all DynamicLayer)")
+        out: list[LayerKV] = []
+        for layer in self.cache.layers:
+            assert isinstance(layer, DynamicLayer) and layer.keys is not None and layer.values is not None
+            out.append((layer.keys[:, :, start:end].clone(), layer.values[:, :, start:end].clone()))
+        return out
+
+    def load(self, tokens: Sequence[int], layers: Sequence[LayerKV]) -> None:
+        """Replace the cache by `tokens` whose keys/values are `layers` (one (k, v) per layer,
+        [1, kv_heads, len(tokens), head_dim]); the tensors are copied in, never aliased."""
+        self.reset()
+        if not tokens:
+            return
+        if not self.shareable or len(layers) != len(self.cache.layers):
+            raise RuntimeError(f"cannot load {len(layers)} layers into this cache ({len(self.cache.layers)} layers)")
+        for index, (keys, values) in enumerate(layers):
+            if keys.shape[2] != len(tokens) or values.shape[2] != len(tokens):
+                raise ValueError(f"layer {index}: {keys.shape[2]} positions for {len(tokens)} tokens")
+            self.cache.update(keys, values, index)  # DynamicLayer.update concatenates: a copy
+        self.tokens = [int(t) for t in tokens]
 
     def reset(self) -> None:
         self.cache = DynamicCache(config=getattr(self.model, "config", None))

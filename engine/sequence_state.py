@@ -42,6 +42,8 @@ class SequenceState:
     stats: RequestStats = field(default_factory=RequestStats)
     adaptive: AdaptiveK | None = None
     finish_reason: FinishReason | None = None
+    unpublished: set[str] = field(default_factory=set)  # prefix-cache pools still to get this prompt
+    draft_lookup_version: int = -1  # the draft pool's version at this sequence's last lookup
 
     @property
     def output_ids(self) -> list[int]:

@@ -18,6 +18,8 @@ from typing import Any
 class RequestStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0      # prompt positions the target restored from the prefix cache (not prefilled)
+    draft_cached_tokens: int = 0  # the same for the draft model
     proposed_tokens: int = 0    # drafts the drafter produced (incl. grammar-refused ones cut before verification)
     draft_tokens: int = 0       # drafts sent to verification (verified)
     accepted_tokens: int = 0    # drafts the rejection sampler accepted

@@ -27,6 +27,11 @@ in flight and every new one fails with `EngineDeadError` at once. `shutdown()` d
 with "engine shut down" for whatever is still in flight.
 The engine knows nothing of HTTP; the gateway maps `PromptTooLongError` → 400,
 `EngineOverloadedError` → 429, `EngineDeadError` → 503, `GenerationError` → 500.
+
+Prefix cache: the decoder's (`engine.prefix_cache`, shared by every request of this engine,
+thread-safe); a request starts from the longest cached prefix of its prompt, including one
+published by a request still running beside it (copies: no tensor is shared).
+`prefix_cache_stats()` is read by the gateway's /metrics.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.decoder import SpecDecoder
 from engine.detokenizer import Detokenizer
+from engine.prefix_cache import PrefixCacheStats
 from engine.sequence_state import SequenceState
 from engine.stats import EngineStats, EngineStatsSnapshot
 from engine.types import (
@@ -141,6 +147,11 @@ class TorchEngine:
 
     def stats_snapshot(self) -> EngineStatsSnapshot:
         return self.stats.snapshot()
+
+    def prefix_cache_stats(self) -> PrefixCacheStats | None:
+        """The prefix cache's counters and size (None when it is off)."""
+        cache = self.decoder.prefix_cache
+        return cache.stats() if cache is not None else None
 
     def live_request_ids(self) -> set[str]:
         """Requests holding engine state (queued or active)."""

@@ -1,7 +1,8 @@
 """Prometheus metrics (one `CollectorRegistry` per app) and the periodic speculation log line.
 
 Counters are fed by the routers from each finished request's `RequestStats` and by the
-grammar step (compile time, cache hit/miss). `SpecStatsLogger` logs, every N seconds, the
+grammar step (compile time, cache hit/miss). The torch engine's prefix cache
+(`engine.prefix_cache_stats()`) is read at every scrape (`specgate_prefix_cache_*`, per model). `SpecStatsLogger` logs, every N seconds, the
 figures operators watch over the last interval: draft acceptance rate, accepted tokens per
 step, and efficiency (accepted ÷ proposed, per proposed position). This module knows nothing
 about HTTP or how the figures are produced.
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 logger = logging.getLogger("specgate.gateway.stats")
 
@@ -88,12 +90,19 @@ class GatewayMetrics:
             "specgate_cost_model_info", "Where the forward costs were measured (value 1)",
             ["cpu", "flags", "backend", "device", "dtype", "kernels", "speculation"], registry=r,
         )
+        self.cached_prompt_tokens = Counter(
+            "specgate_prompt_cached_tokens", "Prompt tokens served from the prefix cache (usage cached_tokens)",
+            registry=r,
+        )
+        self._prefix_cache = _PrefixCacheCollector()
+        r.register(self._prefix_cache)
         self._totals = _Totals()
 
     def watch_engine(self, engine: Any) -> None:
-        """Read the engine's live request count and health at every scrape."""
+        """Read the engine's live request count, health and prefix cache at every scrape."""
         self.engine_live.set_function(lambda: float(len(engine.live_request_ids())))
         self.engine_up.set_function(lambda: 0.0 if engine.dead_reason is not None else 1.0)
+        self._prefix_cache.engine = engine
 
     def record_engine(self, engine: object) -> None:
         """Export the engine's measured forward costs (`engine.forward_costs`), if it has any."""
@@ -131,6 +140,41 @@ class GatewayMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _PrefixCacheCollector:
+    """`specgate_prefix_cache_*` from the watched engine's `prefix_cache_stats()` (None or
+    absent: the engine has no prefix cache, nothing is exported)."""
+
+    def __init__(self) -> None:
+        self.engine: Any = None
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Any:
+        read = getattr(self.engine, "prefix_cache_stats", None)
+        stats = read() if read is not None else None
+        if stats is None:
+            return
+        counters = {
+            "queries": "Prefix cache lookups (one per model per sequence start, more for a draft still empty)",
+            "hits": "Prefix cache lookups that restored at least one block",
+            "cached_tokens": "Prompt positions restored from the prefix cache (not prefilled)",
+            "stored_tokens": "Prompt positions stored in the prefix cache",
+            "evicted_blocks": "Prefix cache blocks evicted (LRU, to stay within the bound)",
+        }
+        for name, help_text in counters.items():
+            family = CounterMetricFamily(f"specgate_prefix_cache_{name}", help_text, labels=["model"])
+            for pool, pool_stats in stats.pools.items():
+                family.add_metric([pool], float(getattr(pool_stats, name)))
+            yield family
+        held = GaugeMetricFamily("specgate_prefix_cache_bytes", "Bytes of keys/values held", labels=["model"])
+        for pool, pool_stats in stats.pools.items():
+            held.add_metric([pool], float(pool_stats.bytes))
+        yield held
+        yield GaugeMetricFamily("specgate_prefix_cache_capacity_bytes", "The prefix cache's bound",
+                                value=float(stats.capacity_bytes))
 
 
 def spec_summary(before: _Totals, after: _Totals, *, k: int) -> str | None:

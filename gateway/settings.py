@@ -22,7 +22,7 @@ ENGINE_FIELDS = (
     "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "device",
     "max_model_len", "grammar_backend", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
     "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization", "vllm_kv_cache_gib", "vllm_enforce_eager",
-    "vllm_plugin_mode", "vllm_draft_sample",
+    "vllm_plugin_mode", "vllm_draft_sample", "prefix_cache_mib",
 )
 
 
@@ -52,6 +52,9 @@ class GatewaySettings(BaseSettings):
     max_spec_concurrency: int = Field(
         4, description="above this many active requests, steps run without speculation (torch engine)")
     max_queue: int = Field(64, description="requests waiting beyond max_concurrent_requests before 429")
+    prefix_cache_mib: int = Field(
+        1024, description="automatic prefix cache bound in MiB: reuse the target's and draft's keys/values of "
+        "recent prompts' common prefixes, LRU beyond the bound; 0 = off (torch engine; vLLM has its own)")
     vllm_tensor_parallel_size: int = Field(1, description="vLLM: tensor parallel size")
     vllm_gpu_memory_utilization: float | None = Field(None, description="vLLM: GPU memory fraction")
     vllm_kv_cache_gib: float | None = Field(None, description="vLLM: KV cache GiB (CPU default 1)")
@@ -123,6 +126,7 @@ class GatewaySettings(BaseSettings):
             max_spec_concurrency=self.max_spec_concurrency,
             max_queue=self.max_queue,
             grammar_backend=self.grammar_backend,
+            prefix_cache_mib=self.prefix_cache_mib,
             vllm=VllmOptions(
                 tensor_parallel_size=self.vllm_tensor_parallel_size,
                 gpu_memory_utilization=self.vllm_gpu_memory_utilization,

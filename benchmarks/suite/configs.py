@@ -14,6 +14,8 @@ Torch-engine configurations (specgate's own `SpecDecoder`, same models, same gra
   whatever dtype the bench's own backend resolves to;
 - `ngram`: prompt lookup + grammar-forced tokens, no draft model;
 - `forced-only`: grammar-forced tokens only (isolates what the grammar alone gives).
+Every torch configuration runs with the engine's default prefix cache (each configuration its
+own); `no-spec-nopc` / `specgate-nopc` are `no-spec` / `specgate` with it off (the A/B).
 Peers:
 - `hf-assisted`: HF transformers `generate(assistant_model=...)` under the same xgrammar
   grammar through a processor that follows input_ids (benchmarks.suite.hf_processor; xgrammar's
@@ -39,6 +41,7 @@ class TorchConfig:
     unmasked_mode: Literal["argmax", "sample"] = "argmax"
     adaptive_k: bool = False
     bf16_reference: bool = False  # runs on a bf16 target whatever the bench's dtype
+    prefix_cache: bool = True  # the engine's default automatic prefix cache (engine.prefix_cache)
 
     @property
     def speculates(self) -> bool:
@@ -54,6 +57,8 @@ TORCH_CONFIGS: dict[str, TorchConfig] = {
     "hf-plain": TorchConfig(drafter="none", bf16_reference=True),
     "ngram": TorchConfig(drafter="ngram"),
     "forced-only": TorchConfig(drafter="forced"),
+    "no-spec-nopc": TorchConfig(drafter="none", prefix_cache=False),
+    "specgate-nopc": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, prefix_cache=False),
 }
 HF_CONFIGS = ("hf-assisted",)
 VLLM_CONFIGS = ("vllm-no-spec", "vllm-native", "vllm-native-fixed", "specgate-vllm")

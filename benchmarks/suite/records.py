@@ -49,6 +49,7 @@ class RequestRecord:
     error: str | None = None
     timing: str = "decode"  # "decode": prefill step excluded; "e2e": decode_* include the prefill
     ttft_s: float | None = None  # request start (prompt, grammar) to the first committed token
+    cached_tokens: int | None = None  # prompt positions the target restored from the prefix cache
     decode_predicted_s: float | None = None  # engine.cost_model's time for the decode steps that ran
     decode_plain_predicted_s: float | None = None  # ... and for as many plain steps as decode tokens
     plugin_s: float | None = None  # vLLM: the specgate plugin's own host time in the worker

@@ -88,10 +88,18 @@ class TorchRunner:
                     model="bench-target", draft_model="bench-draft", drafter=config.drafter, k=key[1],
                     draft_mask=config.draft_mask, unmasked_mode=config.unmasked_mode,
                     adaptive_k=config.adaptive_k and self.costs is not None,
+                    **({} if config.prefix_cache else {"prefix_cache_mib": 0}),
                 ),
                 costs=self.costs,
             )
         return self._decoders[key]
+
+    def clear_prefix_caches(self) -> None:
+        """Forget every configuration's cached prompts (after a warm-up, so that no
+        configuration starts with a prompt the others never saw)."""
+        for decoder in self._decoders.values():
+            if decoder.prefix_cache is not None:
+                decoder.prefix_cache.clear()
 
     def text(self, token_ids: list[int]) -> str:
         ids = list(token_ids)
@@ -150,7 +158,7 @@ class TorchRunner:
             record.decode_verify_s = record.decode_time_s - (record.decode_draft_s or 0.0)
             record.completion_tokens = stats.completion_tokens
             record.steps = stats.steps
-            for name in ("draft_tokens", "accepted_tokens", "forced_draft_tokens", "forced_accepted_tokens",
+            for name in ("cached_tokens", "draft_tokens", "accepted_tokens", "forced_draft_tokens", "forced_accepted_tokens",
                          "draft_forwards", "draft_strays", "time_draft_s", "time_target_s", "time_mask_s",
                          "time_sampler_s"):
                 setattr(record, name, getattr(stats, name))

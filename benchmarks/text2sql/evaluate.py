@@ -110,7 +110,9 @@ def run_model(args: argparse.Namespace, suites: dict[str, TestSuite], log: Any) 
 
     torch.set_num_threads(args.threads or torch.get_num_threads())
     target, tokenizer = loader.load(args.target, dtype="bfloat16", device="cpu")
-    needs_draft = any(c.split("/")[1] in ("specgate", "spec-unmasked-draft", "spec-raw-q") for c in args.configs)
+    from benchmarks.suite.configs import TORCH_CONFIGS
+
+    needs_draft = any(TORCH_CONFIGS[c.split("/")[1]].drafter == "model" for c in args.configs)
     draft = loader.load(args.draft, dtype="bfloat16", device="cpu")[0] if needs_draft else None
     runner = TorchRunner(target_model=target, draft_model=draft, tokenizer=tokenizer)
     arms = {arm: Workload(f"text2sql{'' if arm == 'grammar' else '-free'}",
@@ -118,6 +120,7 @@ def run_model(args: argparse.Namespace, suites: dict[str, TestSuite], log: Any) 
             for arm in ("free", "grammar")}
     warm = "specgate" if draft is not None else args.configs[0].split("/")[1]  # warm-up (both models), unrecorded
     runner.run(arms["grammar"], arms["grammar"].cases[0], warm, k=args.k, temperature=0.0, max_tokens=4, seed=0)
+    runner.clear_prefix_caches()
     records: list[dict[str, Any]] = []
     start = time.perf_counter()
     cases = list(zip(arms["free"].cases, arms["grammar"].cases, strict=True))
@@ -164,7 +167,9 @@ def summarize(records: list[dict[str, Any]], configs: tuple[str, ...]) -> list[d
         accepted = sum(r["accepted_tokens"] or 0 for r in rs)
         tokens = sum(r["completion_tokens"] for r in rs)
         latency = sum(r["latency_s"] for r in rs)
-        base = by_name.get(name.split("/")[0] + "/no-spec") or []
+        nopc = "-nopc" if name.endswith("-nopc") else ""  # prefix cache off: against no-spec with it off
+        base = by_name.get(name.split("/")[0] + "/no-spec" + nopc) or []
+        ttfts = sorted(r["ttft_s"] for r in rs if r.get("ttft_s") is not None)
         same = sum(a["text"] == b["text"] for a, b in zip(rs, base, strict=False)) if base else None
         rows.append({
             "config": name, "n": n, "parse": sum(r["parses"] for r in rs) / n, "run": sum(r["runs"] for r in rs) / n,
@@ -177,6 +182,8 @@ def summarize(records: list[dict[str, Any]], configs: tuple[str, ...]) -> list[d
             "speedup": (sum(b["latency_s"] for b in base) / latency) if base and latency else None,
             "decode_tok_s": _rate(rs), "decode_speedup": (_rate(rs) / _rate(base)) if base and _rate(base) else None,
             "same_as_no_spec": (same / n) if same is not None else None,
+            "ttft_p50_s": ttfts[len(ttfts) // 2] if ttfts else None,
+            "cached_tokens": sum(r.get("cached_tokens") or 0 for r in rs) / n,
         })
     return rows
 
@@ -201,22 +208,25 @@ def markdown(doc: dict[str, Any]) -> str:
                   f"{m['questions']} questions (dev.json indices {m['indices']}); torch threads {m['threads']}. "
                   f"Wall time {m['wall_s']:.0f} s.", "",
                   "| arm/config | n | parse | run | exec acc | completed | acceptance | tok/step | tok/s e2e | "
-                  "speed-up e2e | decode tok/s | speed-up decode | = no-spec |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "speed-up e2e | decode tok/s | speed-up decode | = no-spec | TTFT p50 s | cached prompt tokens |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in doc["summary"]:
             def f(value: Any, spec: str = ".2f") -> str:
                 return "—" if value is None else format(value, spec)
             lines.append(f"| {r['config']} | {r['n']} | {f(r['parse'])} | {f(r['run'])} | {f(r['exec_acc'])} | "
                          f"{f(r['completed'])} | {f(r['acceptance'])} | {f(r['tokens_per_step'])} | "
                          f"{f(r['tok_s'])} | {f(r['speedup'])} | {f(r['decode_tok_s'])} | "
-                         f"{f(r['decode_speedup'])} | {f(r['same_as_no_spec'])} |")
+                         f"{f(r['decode_speedup'])} | {f(r['same_as_no_spec'])} | {f(r.get('ttft_p50_s'))} | "
+                         f"{f(r.get('cached_tokens'), '.0f')} |")
         refusals = [r for r in doc["records"] if r["name"].startswith("grammar/") and not r["runs"]]
         lines += ["", "Columns: parse / run = share of answers sqlite parses / compiles against the schema "
                   "(grammars.sql_check); exec acc = share whose results equal the gold query's on every filled "
                   "database; completed = stopped before max_tokens; tok/s e2e = completion tokens / request "
                   "latency (prefill included); speed-up e2e = the arm's no-spec latency / this latency; decode = "
                   "steps after the first (the first carries the prompt prefill, the same for every configuration: "
-                  "what a pipeline with a cached schema prefix would see); = no-spec: identical text.", "",
+                  "what a pipeline with a cached schema prefix would see); = no-spec: identical text; cached prompt "
+                  "tokens: mean prompt positions restored from the prefix cache (configurations ending -nopc run "
+                  "with it off and compare against no-spec-nopc).", "",
                   f"Grammar answers sqlite refused: {len(refusals)}."]
         lines += [f"- `{r['sql']}` ({r['sqlite_error']})" for r in refusals[:12]]
     return "\n".join(lines) + "\n"

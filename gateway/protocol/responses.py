@@ -5,7 +5,9 @@ extension `usage.speculative = {proposed_tokens, draft_tokens (verified), accept
 acceptance_rate (accepted / proposed), steps}`;
 with a `prediction`, `completion_tokens_details.accepted_prediction_tokens` /
 `rejected_prediction_tokens` count the predicted drafts (grammar-forced drafts excluded)
-that were accepted / rejected. Knows nothing of engines
+that were accepted / rejected; `prompt_tokens_details.cached_tokens` counts the prompt tokens
+served from the engine's prefix cache (the fewest over the choices: the prompt is counted
+once). Knows nothing of engines
 beyond the duck-typed `RequestStats` fields it reads.
 """
 
@@ -34,6 +36,7 @@ def now() -> int:
 
 class StatsLike(Protocol):
     prompt_tokens: int
+    cached_tokens: int
     completion_tokens: int
     proposed_tokens: int
     draft_tokens: int
@@ -55,6 +58,7 @@ def usage(
     proposed = sum(max(s.proposed_tokens, s.draft_tokens) for s in stats)
     accepted = sum(s.accepted_tokens for s in stats)
     steps = sum(s.steps for s in stats)
+    cached = min(min((s.cached_tokens for s in stats), default=0), prompt_tokens)
     details: dict[str, int] = {"reasoning_tokens": 0, "audio_tokens": 0}
     if with_prediction:  # predicted drafts: all but the grammar-forced ones
         predicted = drafted - sum(s.forced_draft_tokens for s in stats)
@@ -69,7 +73,7 @@ def usage(
         "completion_tokens": completion,
         "total_tokens": prompt_tokens + completion,
         "completion_tokens_details": details,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
         "speculative": {
             "proposed_tokens": proposed,
             "draft_tokens": drafted,

@@ -173,6 +173,8 @@ def _record(ctx: RequestContext, results: list[ChoiceResult]) -> None:
         if res.first_token_s is not None:
             metrics.ttft.labels(endpoint=ctx.endpoint).observe(res.first_token_s)
     metrics.prompt_tokens.inc(ctx.prompt_tokens)
+    cached = [res.stats.cached_tokens for res in results if res.stats is not None]
+    metrics.cached_prompt_tokens.inc(min(min(cached, default=0), ctx.prompt_tokens))
     metrics.latency.labels(endpoint=ctx.endpoint).observe(time.perf_counter() - ctx.started)
 
 

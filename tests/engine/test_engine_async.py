@@ -173,3 +173,28 @@ async def test_engine_protocol_and_per_request_draft_mask(engine_factory: Any) -
     # the unmasked argmax draft's refused tokens were proposed but cut before verification
     assert unmasked.proposed_tokens > unmasked.draft_tokens
     assert masked.proposed_tokens == masked.draft_tokens
+
+
+async def test_concurrent_requests_sharing_a_prefix(engine_factory: Any) -> None:
+    """Requests over one long shared prefix, run together through the engine's worker with
+    the prefix cache on, give what each gives alone with it off; the later ones start from
+    the prefix a running one published."""
+    shared = "schema: " + " ".join(f"table{i} id name" for i in range(20)) + " question: "
+    questions = ["count rows", "list names of table3", "largest id"]
+    off = engine_factory(k=3, prefix_cache_mib=0)
+    on = engine_factory(k=3)
+    tok = on.tokenizer
+    await off.start()
+    try:
+        alone = [await _collect(off, _req(tok, f"a{i}", shared + q)) for i, q in enumerate(questions)]
+    finally:
+        await off.shutdown()
+    await on.start()
+    try:
+        together = await asyncio.gather(*[_collect(on, _req(tok, f"b{i}", shared + q)) for i, q in enumerate(questions)])
+    finally:
+        await on.shutdown()
+    assert [out[0] for out in together] == [out[0] for out in alone]
+    assert sum(out[2].stats.cached_tokens > 0 for out in together) >= len(questions) - 1
+    stats = on.prefix_cache_stats()
+    assert off.prefix_cache_stats() is None and stats is not None and stats.pools["target"].hits >= 2

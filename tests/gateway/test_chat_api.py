@@ -348,3 +348,27 @@ def test_metrics_exported(http: Any, model_id: str) -> None:
         assert name in text, name
     drafted = [line for line in text.splitlines() if line.startswith("specgate_spec_draft_tokens_total")]
     assert float(drafted[0].split()[-1]) > 0
+
+
+def test_shared_prefix_reports_cached_tokens_and_metrics(http: Any, openapi: Any, model_id: str) -> None:
+    """Two questions over one long system prompt: the second starts from the cached prefix
+    (`usage.prompt_tokens_details.cached_tokens`, as OpenAI reports it) with the output it
+    would have had anyway, and /metrics counts the prefix cache's hits."""
+    system = {"role": "system", "content": "Schema: " + ", ".join(f"table t{i} (id INT, name TEXT)" for i in range(12))}
+    first = _post(http, openapi, {"model": model_id, "temperature": 0, "max_tokens": 6,
+                                  "messages": [system, {"role": "user", "content": "Count rows of t1."}]})
+    second_body = {"model": model_id, "temperature": 0, "max_tokens": 6,
+                   "messages": [system, {"role": "user", "content": "Names in t2?"}]}
+    second = _post(http, openapi, second_body)
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert 64 <= cached < second["usage"]["prompt_tokens"]
+    assert first["usage"]["prompt_tokens_details"]["cached_tokens"] < cached
+    again = _post(http, openapi, second_body)  # the whole prompt cached but its last token
+    assert again["choices"][0]["message"]["content"] == second["choices"][0]["message"]["content"]
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= cached
+    text = http.get("/metrics").text
+    hits = [line for line in text.splitlines() if line.startswith('specgate_prefix_cache_hits_total{model="target"}')]
+    assert hits and float(hits[0].split()[-1]) >= 2
+    assert "specgate_prefix_cache_bytes{" in text and "specgate_prefix_cache_capacity_bytes" in text
+    served = [line for line in text.splitlines() if line.startswith("specgate_prompt_cached_tokens_total")]
+    assert float(served[0].split()[-1]) >= 2 * cached

@@ -56,3 +56,23 @@ def test_engine_forward_costs_are_exported() -> None:
     assert 'specgate_forward_seconds{model="target",tokens="3"} 0.52' in text
     assert 'specgate_forward_seconds{model="draft",tokens="1"} 0.08' in text
     assert 'cpu="AMD EPYC 7B13"' in text and 'flags="avx2 fma"' in text and 'speculation="off"' in text
+
+
+def test_prefix_cache_stats_are_exported_at_scrape() -> None:
+    from types import SimpleNamespace
+
+    from engine.prefix_cache import PoolStats, PrefixCacheStats
+
+    metrics = GatewayMetrics()
+    metrics.watch_engine(SimpleNamespace(live_request_ids=set, dead_reason=None, prefix_cache_stats=lambda: None))
+    assert b"specgate_prefix_cache" not in metrics.render()  # prefix cache off: nothing exported
+    pools = {"target": PoolStats(queries=3, hits=2, cached_tokens=96, bytes=4096),
+             "draft": PoolStats(queries=1, evicted_blocks=5)}
+    stats = PrefixCacheStats(capacity_bytes=1 << 20, block_tokens=16, pools=pools)
+    metrics.watch_engine(SimpleNamespace(live_request_ids=set, dead_reason=None, prefix_cache_stats=lambda: stats))
+    text = metrics.render().decode()
+    assert 'specgate_prefix_cache_hits_total{model="target"} 2.0' in text
+    assert 'specgate_prefix_cache_cached_tokens_total{model="target"} 96.0' in text
+    assert 'specgate_prefix_cache_evicted_blocks_total{model="draft"} 5.0' in text
+    assert 'specgate_prefix_cache_bytes{model="target"} 4096.0' in text
+    assert "specgate_prefix_cache_capacity_bytes 1.048576e+06" in text

@@ -29,6 +29,13 @@ def test_adaptive_k_flag_and_vllm_keeps_a_fixed_k() -> None:
     assert vllm.engine_config().uses_adaptive_k is False
 
 
+def test_prefix_cache_on_by_default_and_off_with_zero() -> None:
+    default = settings_from_args(build_parser().parse_args(["serve"]))
+    assert default.engine_config().prefix_cache_mib > 0
+    off = settings_from_args(build_parser().parse_args(["serve", "--prefix-cache-mib", "0"]))
+    assert off.engine_config().prefix_cache_mib == 0
+
+
 def test_flags_override_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECGATE_PORT", "9001")
     monkeypatch.setenv("SPECGATE_K", "6")
@@ -62,6 +69,7 @@ def test_every_setting_has_a_flag() -> None:
     (["--max-concurrent-requests", "0"], "max_num_seqs"),
     (["--engine", "vllm", "--adaptive-k", "on"], "adaptive_k"),
     (["--port", "70000"], "port"),
+    (["--prefix-cache-mib", "-1"], "prefix_cache_mib"),
 ])
 def test_invalid_setting_is_refused_by_name(argv: list[str], named: str) -> None:
     from pydantic import ValidationError

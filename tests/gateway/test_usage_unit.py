@@ -31,3 +31,11 @@ def test_acceptance_counts_drafts_cut_before_verification_as_wasted() -> None:
     spec = usage([stats], prompt_tokens=5)["speculative"]
     assert (spec["proposed_tokens"], spec["draft_tokens"], spec["accepted_tokens"]) == (16, 10, 8)
     assert spec["acceptance_rate"] == 0.5 == stats.acceptance_rate
+
+
+def test_cached_tokens_are_the_fewest_over_choices_and_bounded_by_the_prompt() -> None:
+    a, b = RequestStats(prompt_tokens=40), RequestStats(prompt_tokens=40)
+    a.cached_tokens, b.cached_tokens = 32, 16
+    assert usage([a, b], prompt_tokens=40)["prompt_tokens_details"]["cached_tokens"] == 16
+    assert usage([a], prompt_tokens=20)["prompt_tokens_details"]["cached_tokens"] == 20
+    assert usage([], prompt_tokens=20)["prompt_tokens_details"]["cached_tokens"] == 0
