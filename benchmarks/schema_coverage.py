@@ -66,7 +66,8 @@ def measure(compiler: Any, records: list[dict[str, Any]], stats: dict[str, Any])
     times: list[float] = []
     compiled_n = valid_n = valid_ok = invalid_n = invalid_ok = 0
     refusals: collections.Counter[str] = collections.Counter()
-    for record in records:
+    verdicts: list[list[Any]] = []  # [schema index, test index, oracle valid, accepted, backend]
+    for index, record in enumerate(records):
         schema = record["schema"]
         compiler.clear_cache()
         start = time.perf_counter()
@@ -82,13 +83,14 @@ def measure(compiler: Any, records: list[dict[str, Any]], stats: dict[str, Any])
         if validator is None:
             continue
         keywords = schema_keywords(schema)
-        for test in record.get("tests", []):
+        for test_index, test in enumerate(record.get("tests", [])):
             try:
                 truth = validator.is_valid(test["data"])
             except Exception:  # noqa: BLE001
                 continue
             matcher = compiled.matcher()
             got = bool(matcher.accept_text(json.dumps(test["data"])) and matcher.can_stop())
+            verdicts.append([index, test_index, bool(truth), got, compiled.backend])
             if truth:
                 valid_n += 1
                 valid_ok += got
@@ -104,7 +106,7 @@ def measure(compiler: Any, records: list[dict[str, Any]], stats: dict[str, Any])
                         stats["accepted_invalid"][str(key)] += 1
     return {"schemas": len(records), "compiled": compiled_n, "times": times,
             "valid": [valid_ok, valid_n], "invalid": [invalid_ok, invalid_n],
-            "refusals": dict(refusals)}
+            "refusals": dict(refusals), "verdicts": verdicts}
 
 
 def pct(a: int, b: int) -> str:

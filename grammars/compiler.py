@@ -40,6 +40,7 @@ from grammars.errors import GrammarError
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.stop_tokens import stop_token_ids as stop_token_ids_for
+from grammars.vocabulary import TokenizerVocabulary
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +110,12 @@ class GrammarCompiler:
         self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
         if backend not in BACKENDS:
             raise GrammarError(f"unknown grammar backend {backend!r} ({' | '.join(BACKENDS)})")
+        # non-text vocabulary entries (Qwen's `[PAD151665]`…) and special control tokens are
+        # never allowed by any backend's mask (grammars.vocabulary), stop tokens aside
+        self.vocabulary = TokenizerVocabulary(tokenizer)
         self._backend_options: dict[str, Any] = {
             "vocab_size": self.vocab_size, "stop_token_ids": self.stop_token_ids,
+            "vocabulary": self.vocabulary,
             "max_whitespace": max_whitespace, "max_threads": max_threads,
             "allow_extra_properties": allow_extra_properties,
         }
