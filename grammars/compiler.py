@@ -5,7 +5,9 @@ Contract:
   TokenizerInfo ≈1.1 s on Qwen, the llguidance LLTokenizer, the outlines Vocabulary) are
   built once, in __init__. `backend="auto"` holds xgrammar and llguidance and tries, per
   spec, the backends `grammars.backends.selection.auto_backends` lists (JSON schema:
-  llguidance, then xgrammar if llguidance refuses it; the rest: xgrammar);
+  llguidance, then xgrammar if llguidance refuses it; schemas with untyped `required`
+  fragments in anyOf/oneOf/allOf: xgrammar within `auto_budget_s`, then llguidance, then
+  xgrammar with the rest of the time limit; the rest: xgrammar);
   `CompiledGrammar.backend` names the one that compiled it.
 - Concurrent `compile` calls for the same uncached spec share one compilation (the others
   wait for its result), so a burst of identical requests costs one compile.
@@ -89,6 +91,7 @@ class GrammarCompiler:
         max_whitespace: int = 16,
         max_threads: int = 2,
         allow_extra_properties: bool = False,
+        auto_budget_s: float = 1.0,
     ) -> None:
         if cache_bytes < 0 or compile_timeout_s <= 0 or max_whitespace < 0:
             raise ValueError("cache_bytes, compile_timeout_s and max_whitespace must be positive")
@@ -107,6 +110,7 @@ class GrammarCompiler:
         self.compile_timeout_s = compile_timeout_s
         self.max_whitespace = max_whitespace
         self.allow_extra_properties = allow_extra_properties
+        self.auto_budget_s = auto_budget_s
         self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
         if backend not in BACKENDS:
             raise GrammarError(f"unknown grammar backend {backend!r} ({' | '.join(BACKENDS)})")
@@ -208,8 +212,10 @@ class GrammarCompiler:
         """Compile with the first backend that accepts `spec` within the time limit."""
         start = time.perf_counter()
         first_error: GrammarError | None = None
-        for name in names:
+        for index, name in enumerate(names):
             remaining = self.compile_timeout_s - (time.perf_counter() - start)
+            if name in names[index + 1:]:  # tried again later: this first try is budgeted
+                remaining = min(remaining, self.auto_budget_s)
             try:
                 handle, size = self._run(self._get_backend(name).compile, spec, remaining)
             except GrammarError as exc:
