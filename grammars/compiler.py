@@ -5,9 +5,7 @@ Contract:
   TokenizerInfo ≈1.1 s on Qwen, the llguidance LLTokenizer, the outlines Vocabulary) are
   built once, in __init__. `backend="auto"` holds xgrammar and llguidance and tries, per
   spec, the backends `grammars.backends.selection.auto_backends` lists (JSON schema:
-  llguidance, then xgrammar if llguidance refuses it; schemas with untyped `required`
-  fragments in anyOf/oneOf/allOf: xgrammar within `auto_budget_s`, then llguidance, then
-  xgrammar with the rest of the time limit; the rest: xgrammar);
+  llguidance, then xgrammar if llguidance refuses it; the rest: xgrammar);
   `CompiledGrammar.backend` names the one that compiled it.
 - Concurrent `compile` calls for the same uncached spec share one compilation (the others
   wait for its result), so a burst of identical requests costs one compile.
@@ -19,6 +17,12 @@ Contract:
   allow_extra_properties, spec); entries are evicted least-recently-used once their summed size passes
   `cache_bytes`; `cache_info()` reports hits, misses, entries and bytes. A grammar larger
   than the whole budget is returned but not cached.
+- With a `disk_cache` (grammars.disk_cache; `enable_disk_cache(directory, max_bytes=)`),
+  a grammar missing from memory is loaded from disk when a file for the same tokenizer
+  fingerprint, policy options, backend + library version and spec exists, else compiled and
+  written there (backends with `serialize`/`deserialize`: xgrammar, llguidance; SQL
+  grammars with a whitespace cap are not written). A corrupt file is a miss (recompiled).
+  `CompiledGrammar.from_disk` says which happened.
 - `vocab_size` is the model's logits width (151,936 for Qwen2.5); mask rows have
   ceil(vocab_size/32) int32 words and ids the tokenizer lacks are never allowed.
 
@@ -30,6 +34,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import importlib.metadata
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -38,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from grammars.backends.selection import BACKENDS, auto_backends, make_backend
+from grammars.disk_cache import DiskGrammarCache
 from grammars.errors import GrammarError
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
@@ -64,10 +71,21 @@ class CompiledGrammar:
     compile_time_s: float
     _handle: Any = field(repr=False)
     _compiler: GrammarCompiler = field(repr=False)
+    from_disk: bool = False  # loaded from the DiskGrammarCache, not compiled
 
     def matcher(self) -> Matcher:
         backend = self._compiler._get_backend(self.backend)
         return backend.matcher(self._handle, encode=self._compiler.encode)  # type: ignore[no-any-return]
+
+
+def _library_version(backend: Any) -> str:
+    library = getattr(backend, "library", None)
+    if library is None:
+        return "?"
+    try:
+        return importlib.metadata.version(library)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
 
 
 def tokenizer_fingerprint(tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> str:
@@ -91,7 +109,7 @@ class GrammarCompiler:
         max_whitespace: int = 16,
         max_threads: int = 2,
         allow_extra_properties: bool = False,
-        auto_budget_s: float = 1.0,
+        disk_cache: DiskGrammarCache | None = None,
     ) -> None:
         if cache_bytes < 0 or compile_timeout_s <= 0 or max_whitespace < 0:
             raise ValueError("cache_bytes, compile_timeout_s and max_whitespace must be positive")
@@ -110,7 +128,7 @@ class GrammarCompiler:
         self.compile_timeout_s = compile_timeout_s
         self.max_whitespace = max_whitespace
         self.allow_extra_properties = allow_extra_properties
-        self.auto_budget_s = auto_budget_s
+        self.disk_cache = disk_cache
         self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
         if backend not in BACKENDS:
             raise GrammarError(f"unknown grammar backend {backend!r} ({' | '.join(BACKENDS)})")
@@ -145,6 +163,35 @@ class GrammarCompiler:
                 backend = make_backend(name, self.tokenizer, **self._backend_options)
                 self._backends[name] = backend
             return backend
+
+    def enable_disk_cache(self, directory: str | os.PathLike[str], *, max_bytes: int) -> None:
+        """Persist compiled grammars under `directory` (at most `max_bytes` of files)."""
+        self.disk_cache = DiskGrammarCache(directory, max_bytes=max_bytes)
+
+    def _disk_key(self, name: str, spec: GrammarSpec) -> str:
+        return DiskGrammarCache.key(
+            self.fingerprint, self.vocab_size, self.stop_token_ids, self.max_whitespace,
+            self.allow_extra_properties, name, _library_version(self._get_backend(name)), spec)
+
+    def _from_disk(self, name: str, spec: GrammarSpec) -> tuple[Any, int] | None:
+        if self.disk_cache is None or not hasattr(self._get_backend(name), "deserialize"):
+            return None
+        data = self.disk_cache.get(self._disk_key(name, spec))
+        if data is None:
+            return None
+        try:
+            return self._get_backend(name).deserialize(data)  # type: ignore[no-any-return]
+        except Exception:  # noqa: BLE001 - an unreadable entry is a miss: recompile
+            self.disk_cache.errors += 1
+            return None
+
+    def _to_disk(self, name: str, spec: GrammarSpec, handle: Any) -> None:
+        backend = self._get_backend(name)
+        if self.disk_cache is None or not hasattr(backend, "serialize"):
+            return
+        data = backend.serialize(handle)
+        if data is not None:
+            self.disk_cache.put(self._disk_key(name, spec), data)
 
     @property
     def supported_kinds(self) -> frozenset[str]:
@@ -212,15 +259,19 @@ class GrammarCompiler:
         """Compile with the first backend that accepts `spec` within the time limit."""
         start = time.perf_counter()
         first_error: GrammarError | None = None
-        for index, name in enumerate(names):
+        for name in names:
             remaining = self.compile_timeout_s - (time.perf_counter() - start)
-            if name in names[index + 1:]:  # tried again later: this first try is budgeted
-                remaining = min(remaining, self.auto_budget_s)
+            loaded = self._from_disk(name, spec)
+            if loaded is not None:
+                handle, size = loaded
+                return CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self,
+                                       from_disk=True)
             try:
                 handle, size = self._run(self._get_backend(name).compile, spec, remaining)
             except GrammarError as exc:
                 first_error = first_error or exc
                 continue
+            self._to_disk(name, spec, handle)
             return CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self)
         assert first_error is not None
         raise first_error

@@ -25,6 +25,7 @@ Knows nothing of caching, timeouts, sampling or HTTP.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -99,6 +100,7 @@ def _regex_escape(text: str) -> str:
 
 class LLGuidanceBackend:
     name = "llguidance"
+    library = "llguidance"
     supported_kinds = frozenset({"json_object", "json_schema", "regex", "choice"})
 
     def __init__(
@@ -171,6 +173,18 @@ class LLGuidanceBackend:
         # llguidance exposes no size; the grammar text bounds the lexer/parser tables' order
         is_json = spec.kind in ("json_schema", "json_object")
         return LLGuidanceGrammar(grammar, template, is_json), 4 * len(grammar) + 64 * 1024
+
+    def serialize(self, handle: LLGuidanceGrammar) -> bytes | None:
+        """Bytes for the disk cache: the serialized grammar (the matcher is rebuilt on load)."""
+        return json.dumps({"grammar": handle.grammar, "json": handle.json}).encode()
+
+    def deserialize(self, data: bytes) -> tuple[LLGuidanceGrammar, int]:
+        record = json.loads(data)
+        template = llguidance.LLMatcher(self.tokenizer, record["grammar"], log_level=0)
+        if template.is_error():
+            raise GrammarError(f"cannot load cached grammar: {template.get_error()[:200]}")
+        grammar = LLGuidanceGrammar(record["grammar"], template, bool(record["json"]))
+        return grammar, 4 * len(grammar.grammar) + 64 * 1024
 
     def whitespace_cap(self) -> WhitespaceCap:
         """The JSON whitespace cap (built on first use, ≈0.5 s; then shared)."""

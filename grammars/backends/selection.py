@@ -9,10 +9,7 @@ Contract:
   lexer never expands `maxLength` / `minItems` bounds up front, which is what costs xgrammar
   seconds to minutes on real-world schemas) and to xgrammar when llguidance refuses one
   (overlapping `patternProperties`, recursion beside sibling keywords, lookarounds), so auto
-  refuses only what both refuse; except that a schema with untyped `required` fragments as
-  `anyOf` / `oneOf` / `allOf` members (`has_fragment_branches`) tries xgrammar first, within
-  the compiler's `auto_budget_s`, then llguidance, then xgrammar without that budget; every
-  other kind goes to xgrammar alone (SQL, tools,
+  refuses only what both refuse; every other kind goes to xgrammar alone (SQL, tools,
   EBNF/Lark, regex, choice and `json_object` compile fast there and its masks are cheap). Measured, per category, by
   `python -m benchmarks.schema_coverage` (README "Grammars on real-world schemas").
 
@@ -23,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from grammars.json_schema import iter_subschemas
 from grammars.spec import GrammarSpec
 from grammars.vocabulary import TokenizerVocabulary
 
@@ -31,31 +27,8 @@ BACKENDS = ("xgrammar", "llguidance", "outlines", "auto")
 AUTO_LLGUIDANCE_KINDS = frozenset({"json_schema"})
 
 
-_COMBINATORS = ("anyOf", "oneOf", "allOf")
-
-
-def has_fragment_branches(schema: Any) -> bool:
-    """Whether some `anyOf` / `oneOf` / `allOf` member is an untyped fragment that lists
-    `required` names (`{"required": ["radius"]}`, `{"properties": …, "required": …}`):
-    llguidance intersects such a member with its siblings in the schema's fixed property
-    order and refuses valid objects xgrammar admits (measured on JSONSchemaBench)."""
-    for _, sub in iter_subschemas(schema):
-        for key in _COMBINATORS:
-            members = sub.get(key)
-            if isinstance(members, list) and any(
-                    isinstance(m, dict) and "required" in m and "type" not in m for m in members):
-                return True
-    return False
-
-
 def auto_backends(spec: GrammarSpec) -> tuple[str, ...]:
     if spec.kind in AUTO_LLGUIDANCE_KINDS:
-        try:
-            schema = spec.source_json
-        except ValueError:
-            schema = None
-        if has_fragment_branches(schema):  # xgrammar within the budget, then the usual order
-            return ("xgrammar", "llguidance", "xgrammar")
         return ("llguidance", "xgrammar")
     return ("xgrammar",)
 

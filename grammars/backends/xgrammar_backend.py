@@ -106,6 +106,7 @@ def choice_ebnf(choices: Sequence[str]) -> str:
 
 class XGrammarBackend:
     name = "xgrammar"
+    library = "xgrammar"
     supported_kinds = frozenset(
         {"json_object", "json_schema", "regex", "choice", "ebnf", "lark", "tools", "sql"}
     )
@@ -144,6 +145,16 @@ class XGrammarBackend:
             raise GrammarError(f"cannot compile {spec.kind} grammar: {_error_reason(exc)}") from exc
         inner = compiled.compiled if isinstance(compiled, _WithWhitespaceCap) else compiled
         return compiled, int(inner.memory_size_bytes)
+
+    def serialize(self, handle: Any) -> bytes | None:
+        """Bytes for the disk cache (None: not cacheable, e.g. a SQL grammar with its cap)."""
+        if not isinstance(handle, xgr.CompiledGrammar):
+            return None
+        return handle.serialize_json().encode()
+
+    def deserialize(self, data: bytes) -> tuple[xgr.CompiledGrammar, int]:
+        compiled = xgr.CompiledGrammar.deserialize_json(data.decode(), self.tokenizer_info)
+        return compiled, int(compiled.memory_size_bytes)
 
     def _whitespace_cap(self, chars: bytes, limit: int) -> WhitespaceCap:
         with self._cap_lock:

@@ -148,26 +148,3 @@ def test_identical_compiles_in_flight_are_shared(qwen_tokenizer) -> None:  # typ
         thread.join(10)
     assert len(calls) == 1 and len(results) == 3
     assert all(result is results[0] for result in results)
-
-
-# JSONSchemaBench Glaiveai2K: untyped `required` fragments as oneOf members, keys sorted
-FRAGMENTS = {"type": "object", "required": ["shape"], "oneOf": [
-    {"required": ["radius"]}, {"required": ["length", "width"]}],
-    "properties": {"length": {"type": "number"}, "radius": {"type": "number"},
-                   "shape": {"type": "string"}, "width": {"type": "number"}}}
-
-
-def test_auto_gives_fragment_branches_to_xgrammar_first(auto_compiler, llg_compiler) -> None:  # type: ignore[no-untyped-def]
-    from grammars.backends.selection import auto_backends, has_fragment_branches
-
-    spec = GrammarSpec("json_schema", json.dumps(FRAGMENTS), ())
-    assert has_fragment_branches(FRAGMENTS)
-    assert not has_fragment_branches({"anyOf": [{"type": "object", "required": ["a"]}]})
-    assert auto_backends(spec) == ("xgrammar", "llguidance", "xgrammar")
-    valid = '{"shape": "circle", "radius": 10}'  # valid, but not in the schema's key order
-    llg = llg_compiler.compile(spec).matcher()
-    assert not (llg.accept_text(valid) and llg.can_stop())  # why: llguidance's fixed order
-    compiled = auto_compiler.compile(spec)
-    assert compiled.backend == "xgrammar"
-    matcher = compiled.matcher()
-    assert matcher.accept_text(valid) and matcher.can_stop()

@@ -16,7 +16,7 @@ QWEN_VOCAB = 151_936
 def test_qwen_non_text_entries_are_the_pad_fillers(qwen_tokenizer) -> None:  # type: ignore[no-untyped-def]
     vocabulary = TokenizerVocabulary(qwen_tokenizer)
     tokens = qwen_tokenizer.convert_ids_to_tokens(list(vocabulary.non_text_ids))
-    assert len(tokens) == 271 and all(t == f"[PAD{i}]" for t, i in zip(tokens, vocabulary.non_text_ids))
+    assert len(tokens) == 271 and all(t == f"[PAD{i}]" for t, i in zip(tokens, vocabulary.non_text_ids, strict=True))
     assert 151644 in vocabulary.special_ids  # <|im_start|>
     excluded = vocabulary.excluded_ids([151643, 151645])
     assert 151645 not in excluded and 151644 in excluded and 151888 in excluded
