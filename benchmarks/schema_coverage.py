@@ -3,6 +3,7 @@
     python -m benchmarks.schema_coverage [--backend auto --backend xgrammar ...]
         [--set jsonschemabench --set maskbench_heldout] [--limit N] [--timeout S]
         [--disk-cache]   (only: compile vs load time from the on-disk grammar cache)
+    python -m benchmarks.schema_coverage --compare BASE.json OTHER.json   (paired table)
 
 For every schema of every category of each set (`../shared/data/<set>/*.jsonl`, records
 `{schema, tests:[{data}]}`), per backend, through specgate's `GrammarCompiler` (cache cleared
@@ -151,6 +152,41 @@ def disk_cache_timing(tokenizer: Any, backends: list[str], data: dict[str, Any],
                   "total s compile / load", "MB on disk"], rows)
 
 
+def paired(base_path: str, other_path: str) -> str:
+    """Per category, over the instances of the schemas BOTH runs compiled: valid accepted and
+    invalid rejected by each, and the valid instances only the base accepts (how many of
+    them hold a `\\uXXXX` escape of a non-control character: llguidance admits `\\u` escapes
+    of control characters only, so a model writes such characters themselves)."""
+    base = json.loads(pathlib.Path(base_path).read_text())
+    other = json.loads(pathlib.Path(other_path).read_text())
+    rows = []
+    for key, res in other.items():
+        if key == "keyword_stats":
+            continue
+        _, set_name, category = key.split("|")
+        base_key = next((k for k in base if k.split("|")[1:] == [set_name, category]), None)
+        if base_key is None:
+            continue
+        mine = {(v[0], v[1]): v for v in res["verdicts"]}
+        theirs = {(v[0], v[1]): v for v in base[base_key]["verdicts"]}
+        both = sorted(set(mine) & set(theirs))
+        records = load_set(set_name, None)[category]
+        valid = [k for k in both if mine[k][2]]
+        invalid = [k for k in both if not mine[k][2]]
+        only = [k for k in valid if theirs[k][3] and not mine[k][3]]
+        escaped = sum(json.dumps(d) != json.dumps(d, ensure_ascii=False)
+                      for d in (records[k[0]]["tests"][k[1]]["data"] for k in only))
+        rows.append([f"{set_name}/{category}", str(len(valid)),
+                     str(sum(theirs[k][3] for k in valid)), str(sum(mine[k][3] for k in valid)),
+                     f"{len(only)} ({escaped})", str(len(invalid)),
+                     str(sum(not theirs[k][3] for k in invalid)),
+                     str(sum(not mine[k][3] for k in invalid))])
+    b, o = base_path.rsplit("/", 1)[-1], other_path.rsplit("/", 1)[-1]
+    return table(["category", "valid (paired)", f"accepted: {b}", f"accepted: {o}",
+                  f"accepted only by {b} (\\uXXXX)", "invalid (paired)", f"rejected: {b}",
+                  f"rejected: {o}"], rows)
+
+
 def pct(a: int, b: int) -> str:
     return f"{a}/{b} ({100 * a / b:.1f}%)" if b else "0/0"
 
@@ -167,9 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="schemas per category")
     parser.add_argument("--timeout", type=float, default=60.0, help="compile_timeout_s")
     parser.add_argument("--output", default=str(RESULTS_DIR / "schema_coverage.md"))
+    parser.add_argument("--compare", nargs=2, metavar=("BASE_JSON", "OTHER_JSON"),
+                        help="only print the paired per-category table of two runs' .json")
     parser.add_argument("--disk-cache", action="store_true",
                         help="only time compile vs load from the on-disk grammar cache")
     args = parser.parse_args(argv)
+    if args.compare:
+        print(paired(*args.compare))
+        return 0
     backends = args.backend or ["auto"]
     sets = args.sets or ["jsonschemabench", "maskbench_heldout"]
     from transformers import AutoTokenizer
