@@ -2,6 +2,8 @@
 
     python -m benchmarks.schema_coverage [--backend auto --backend xgrammar ...]
         [--set jsonschemabench --set maskbench_heldout] [--limit N] [--timeout S]
+        [--disk-cache]   (only: compile vs load time from the on-disk grammar cache)
+    python -m benchmarks.schema_coverage --compare BASE.json OTHER.json   (paired table)
 
 For every schema of every category of each set (`../shared/data/<set>/*.jsonl`, records
 `{schema, tests:[{data}]}`), per backend, through specgate's `GrammarCompiler` (cache cleared
@@ -66,7 +68,8 @@ def measure(compiler: Any, records: list[dict[str, Any]], stats: dict[str, Any])
     times: list[float] = []
     compiled_n = valid_n = valid_ok = invalid_n = invalid_ok = 0
     refusals: collections.Counter[str] = collections.Counter()
-    for record in records:
+    verdicts: list[list[Any]] = []  # [schema index, test index, oracle valid, accepted, backend]
+    for index, record in enumerate(records):
         schema = record["schema"]
         compiler.clear_cache()
         start = time.perf_counter()
@@ -82,13 +85,14 @@ def measure(compiler: Any, records: list[dict[str, Any]], stats: dict[str, Any])
         if validator is None:
             continue
         keywords = schema_keywords(schema)
-        for test in record.get("tests", []):
+        for test_index, test in enumerate(record.get("tests", [])):
             try:
                 truth = validator.is_valid(test["data"])
             except Exception:  # noqa: BLE001
                 continue
             matcher = compiled.matcher()
             got = bool(matcher.accept_text(json.dumps(test["data"])) and matcher.can_stop())
+            verdicts.append([index, test_index, bool(truth), got, compiled.backend])
             if truth:
                 valid_n += 1
                 valid_ok += got
@@ -104,7 +108,83 @@ def measure(compiler: Any, records: list[dict[str, Any]], stats: dict[str, Any])
                         stats["accepted_invalid"][str(key)] += 1
     return {"schemas": len(records), "compiled": compiled_n, "times": times,
             "valid": [valid_ok, valid_n], "invalid": [invalid_ok, invalid_n],
-            "refusals": dict(refusals)}
+            "refusals": dict(refusals), "verdicts": verdicts}
+
+
+def disk_cache_timing(tokenizer: Any, backends: list[str], data: dict[str, Any],
+                      timeout: float) -> str:
+    """Per backend: compile time vs load time from the DiskGrammarCache (a second compiler
+    on the same directory, as after a restart), over every schema that compiles."""
+    import tempfile
+
+    from grammars import GrammarCompiler, GrammarError, GrammarSpec
+    from grammars.disk_cache import DiskGrammarCache
+    from grammars.spec import canonical_json
+
+    rows = []
+    for backend in backends:
+        with tempfile.TemporaryDirectory() as directory:
+            writer, reader = (GrammarCompiler(
+                tokenizer, backend=backend, vocab_size=151_936, compile_timeout_s=timeout,  # type: ignore[arg-type]
+                disk_cache=DiskGrammarCache(directory, max_bytes=1 << 32)) for _ in range(2))
+            compile_s: list[float] = []
+            load_s: list[float] = []
+            for categories in data.values():
+                for records in categories.values():
+                    for record in records:
+                        spec = GrammarSpec("json_schema", canonical_json(record["schema"]),
+                                           (("strict", False),))
+                        try:
+                            compiled = writer.compile(spec)
+                        except GrammarError:
+                            continue
+                        start = time.perf_counter()
+                        loaded = reader.compile(spec)
+                        if loaded.from_disk:
+                            load_s.append(time.perf_counter() - start)
+                            compile_s.append(compiled.compile_time_s)
+            size = sum(p.stat().st_size for p in pathlib.Path(directory).glob("*.grammar"))
+        rows.append([backend, str(len(load_s)),
+                     f"{1000 * percentile(compile_s, 0.5):.1f} / {1000 * percentile(compile_s, 0.99):.1f}",
+                     f"{1000 * percentile(load_s, 0.5):.1f} / {1000 * percentile(load_s, 0.99):.1f}",
+                     f"{sum(compile_s):.1f} / {sum(load_s):.1f}", f"{size / 1e6:.1f}"])
+    return table(["backend", "schemas", "compile ms p50 / p99", "load ms p50 / p99",
+                  "total s compile / load", "MB on disk"], rows)
+
+
+def paired(base_path: str, other_path: str) -> str:
+    """Per category, over the instances of the schemas BOTH runs compiled: valid accepted and
+    invalid rejected by each, and the valid instances only the base accepts (how many of
+    them hold a `\\uXXXX` escape of a non-control character: llguidance admits `\\u` escapes
+    of control characters only, so a model writes such characters themselves)."""
+    base = json.loads(pathlib.Path(base_path).read_text())
+    other = json.loads(pathlib.Path(other_path).read_text())
+    rows = []
+    for key, res in other.items():
+        if key == "keyword_stats":
+            continue
+        _, set_name, category = key.split("|")
+        base_key = next((k for k in base if k.split("|")[1:] == [set_name, category]), None)
+        if base_key is None:
+            continue
+        mine = {(v[0], v[1]): v for v in res["verdicts"]}
+        theirs = {(v[0], v[1]): v for v in base[base_key]["verdicts"]}
+        both = sorted(set(mine) & set(theirs))
+        records = load_set(set_name, None)[category]
+        valid = [k for k in both if mine[k][2]]
+        invalid = [k for k in both if not mine[k][2]]
+        only = [k for k in valid if theirs[k][3] and not mine[k][3]]
+        escaped = sum(json.dumps(d) != json.dumps(d, ensure_ascii=False)
+                      for d in (records[k[0]]["tests"][k[1]]["data"] for k in only))
+        rows.append([f"{set_name}/{category}", str(len(valid)),
+                     str(sum(theirs[k][3] for k in valid)), str(sum(mine[k][3] for k in valid)),
+                     f"{len(only)} ({escaped})", str(len(invalid)),
+                     str(sum(not theirs[k][3] for k in invalid)),
+                     str(sum(not mine[k][3] for k in invalid))])
+    b, o = base_path.rsplit("/", 1)[-1], other_path.rsplit("/", 1)[-1]
+    return table(["category", "valid (paired)", f"accepted: {b}", f"accepted: {o}",
+                  f"accepted only by {b} (\\uXXXX)", "invalid (paired)", f"rejected: {b}",
+                  f"rejected: {o}"], rows)
 
 
 def pct(a: int, b: int) -> str:
@@ -123,7 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="schemas per category")
     parser.add_argument("--timeout", type=float, default=60.0, help="compile_timeout_s")
     parser.add_argument("--output", default=str(RESULTS_DIR / "schema_coverage.md"))
+    parser.add_argument("--compare", nargs=2, metavar=("BASE_JSON", "OTHER_JSON"),
+                        help="only print the paired per-category table of two runs' .json")
+    parser.add_argument("--disk-cache", action="store_true",
+                        help="only time compile vs load from the on-disk grammar cache")
     args = parser.parse_args(argv)
+    if args.compare:
+        print(paired(*args.compare))
+        return 0
     backends = args.backend or ["auto"]
     sets = args.sets or ["jsonschemabench", "maskbench_heldout"]
     from transformers import AutoTokenizer
@@ -132,6 +219,13 @@ def main(argv: list[str] | None = None) -> int:
 
     tokenizer = AutoTokenizer.from_pretrained(str(SHARED / "tokenizers" / "qwen2.5"))
     data = {name: load_set(name, args.limit) for name in sets}
+    if args.disk_cache:
+        text = ("# Compiled-grammar disk cache: compile vs load\n\n"
+                f"Sets {', '.join(sets)}, --limit {args.limit}; Qwen2.5 tokenizer.\n\n"
+                + disk_cache_timing(tokenizer, backends, data, args.timeout) + "\n")
+        pathlib.Path(args.output).write_text(text)
+        print(text)
+        return 0
     results: dict[str, Any] = {}
     stats: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     started = time.perf_counter()

@@ -51,6 +51,11 @@ def create_app(settings: GatewaySettings, *, engine: Engine | None = None) -> Fa
         compiler = eng.grammar_compiler
         if hasattr(compiler, "compile_timeout_s"):
             compiler.compile_timeout_s = settings.grammar_compile_timeout_s
+        if settings.grammar_disk_cache_mb and hasattr(compiler, "enable_disk_cache"):
+            from engine.models.cache import models_root
+
+            compiler.enable_disk_cache(models_root(config.cache_dir) / ".grammars",
+                                       max_bytes=settings.grammar_disk_cache_mb << 20)
         state.bind(eng)
         state.metrics.watch_engine(eng)
         stats_logger = SpecStatsLogger(state.metrics, interval_s=settings.stats_log_interval_s, k=settings.k)

@@ -98,6 +98,9 @@ class GatewaySettings(BaseSettings):
         64 * 1024, ge=16, description="largest regex or grammar (Lark / EBNF) text, in UTF-8 bytes")
     grammar_compile_timeout_s: float = Field(
         10.0, gt=0.0, description="grammar compile time limit (compiles run off the event loop)")
+    grammar_disk_cache_mb: int = Field(
+        256, ge=0, description="compiled grammars kept on disk across restarts, under the specgate "
+        "cache dir (<models root>/.grammars); 0: off")
 
     # Observability
     stats_log_interval_s: float = Field(10.0, ge=0.0, description="seconds between speculation log lines (0: off)")

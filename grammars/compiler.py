@@ -17,6 +17,12 @@ Contract:
   allow_extra_properties, spec); entries are evicted least-recently-used once their summed size passes
   `cache_bytes`; `cache_info()` reports hits, misses, entries and bytes. A grammar larger
   than the whole budget is returned but not cached.
+- With a `disk_cache` (grammars.disk_cache; `enable_disk_cache(directory, max_bytes=)`),
+  a grammar missing from memory is loaded from disk when a file for the same tokenizer
+  fingerprint, policy options, backend + library version and spec exists, else compiled and
+  written there (backends with `serialize`/`deserialize`: xgrammar, llguidance; SQL
+  grammars with a whitespace cap are not written). A corrupt file is a miss (recompiled).
+  `CompiledGrammar.from_disk` says which happened.
 - `vocab_size` is the model's logits width (151,936 for Qwen2.5); mask rows have
   ceil(vocab_size/32) int32 words and ids the tokenizer lacks are never allowed.
 
@@ -28,6 +34,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import importlib.metadata
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -36,10 +44,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from grammars.backends.selection import BACKENDS, auto_backends, make_backend
+from grammars.disk_cache import DiskGrammarCache
 from grammars.errors import GrammarError
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.stop_tokens import stop_token_ids as stop_token_ids_for
+from grammars.vocabulary import TokenizerVocabulary
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +71,21 @@ class CompiledGrammar:
     compile_time_s: float
     _handle: Any = field(repr=False)
     _compiler: GrammarCompiler = field(repr=False)
+    from_disk: bool = False  # loaded from the DiskGrammarCache, not compiled
 
     def matcher(self) -> Matcher:
         backend = self._compiler._get_backend(self.backend)
         return backend.matcher(self._handle, encode=self._compiler.encode)  # type: ignore[no-any-return]
+
+
+def _library_version(backend: Any) -> str:
+    library = getattr(backend, "library", None)
+    if library is None:
+        return "?"
+    try:
+        return importlib.metadata.version(library)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
 
 
 def tokenizer_fingerprint(tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> str:
@@ -88,6 +109,7 @@ class GrammarCompiler:
         max_whitespace: int = 16,
         max_threads: int = 2,
         allow_extra_properties: bool = False,
+        disk_cache: DiskGrammarCache | None = None,
     ) -> None:
         if cache_bytes < 0 or compile_timeout_s <= 0 or max_whitespace < 0:
             raise ValueError("cache_bytes, compile_timeout_s and max_whitespace must be positive")
@@ -106,11 +128,16 @@ class GrammarCompiler:
         self.compile_timeout_s = compile_timeout_s
         self.max_whitespace = max_whitespace
         self.allow_extra_properties = allow_extra_properties
+        self.disk_cache = disk_cache
         self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
         if backend not in BACKENDS:
             raise GrammarError(f"unknown grammar backend {backend!r} ({' | '.join(BACKENDS)})")
+        # non-text vocabulary entries (Qwen's `[PAD151665]`…) and special control tokens are
+        # never allowed by any backend's mask (grammars.vocabulary), stop tokens aside
+        self.vocabulary = TokenizerVocabulary(tokenizer)
         self._backend_options: dict[str, Any] = {
             "vocab_size": self.vocab_size, "stop_token_ids": self.stop_token_ids,
+            "vocabulary": self.vocabulary,
             "max_whitespace": max_whitespace, "max_threads": max_threads,
             "allow_extra_properties": allow_extra_properties,
         }
@@ -136,6 +163,35 @@ class GrammarCompiler:
                 backend = make_backend(name, self.tokenizer, **self._backend_options)
                 self._backends[name] = backend
             return backend
+
+    def enable_disk_cache(self, directory: str | os.PathLike[str], *, max_bytes: int) -> None:
+        """Persist compiled grammars under `directory` (at most `max_bytes` of files)."""
+        self.disk_cache = DiskGrammarCache(directory, max_bytes=max_bytes)
+
+    def _disk_key(self, name: str, spec: GrammarSpec) -> str:
+        return DiskGrammarCache.key(
+            self.fingerprint, self.vocab_size, self.stop_token_ids, self.max_whitespace,
+            self.allow_extra_properties, name, _library_version(self._get_backend(name)), spec)
+
+    def _from_disk(self, name: str, spec: GrammarSpec) -> tuple[Any, int] | None:
+        if self.disk_cache is None or not hasattr(self._get_backend(name), "deserialize"):
+            return None
+        data = self.disk_cache.get(self._disk_key(name, spec))
+        if data is None:
+            return None
+        try:
+            return self._get_backend(name).deserialize(data)  # type: ignore[no-any-return]
+        except Exception:  # noqa: BLE001 - an unreadable entry is a miss: recompile
+            self.disk_cache.errors += 1
+            return None
+
+    def _to_disk(self, name: str, spec: GrammarSpec, handle: Any) -> None:
+        backend = self._get_backend(name)
+        if self.disk_cache is None or not hasattr(backend, "serialize"):
+            return
+        data = backend.serialize(handle)
+        if data is not None:
+            self.disk_cache.put(self._disk_key(name, spec), data)
 
     @property
     def supported_kinds(self) -> frozenset[str]:
@@ -205,11 +261,17 @@ class GrammarCompiler:
         first_error: GrammarError | None = None
         for name in names:
             remaining = self.compile_timeout_s - (time.perf_counter() - start)
+            loaded = self._from_disk(name, spec)
+            if loaded is not None:
+                handle, size = loaded
+                return CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self,
+                                       from_disk=True)
             try:
                 handle, size = self._run(self._get_backend(name).compile, spec, remaining)
             except GrammarError as exc:
                 first_error = first_error or exc
                 continue
+            self._to_disk(name, spec, handle)
             return CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self)
         assert first_error is not None
         raise first_error

@@ -49,7 +49,9 @@ forward (a large batch, a costly grammar state) the device waits for it.
 
 Matchers are compiled in the worker with vLLM's own XgrammarBackend from the request's
 `structured_outputs` and `all_stop_token_ids`, so the draft masks are byte-identical to the
-scheduler's target masks. Only the xgrammar structured-output backend and draft-model /
+scheduler's target masks. In "full" mode that backend (in every process: target and draft)
+is given specgate's TokenizerInfo (`install_text_vocabulary`): non-text vocabulary entries
+and special control tokens are in no mask, as on the torch engine. Only the xgrammar structured-output backend and draft-model /
 EAGLE-style proposers (`SpecDecodeBaseProposer`) are masked; n-gram drafts stay vLLM's
 (truncated at the first invalid token by the scheduler). `SPECGATE_VLLM_DEBUG=1` asserts
 that no placeholder (-1) or out-of-range id reaches a matcher, the draft model, or the
@@ -107,6 +109,7 @@ def install_draft_masking() -> None:
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
     from vllm.v1.worker.worker_base import WorkerBase
 
+    install_text_vocabulary()
     if getattr(GPUModelRunner, _PATCHED, False):
         return
     import torch
@@ -168,6 +171,44 @@ def _wrap_sample_tokens(orig: Any) -> Any:
                 _times(self).step(n, masked=masked, execute_s=execute_s, sample_s=sample_s, propose_s=propose_s)
 
     return sample_tokens
+
+
+def install_text_vocabulary() -> None:
+    """vLLM's XgrammarBackend (the scheduler's target masks and this plugin's draft masks)
+    gets specgate's TokenizerInfo: non-text vocabulary entries (Qwen's `[PAD151665]`…) and
+    special control tokens encoded as special, so neither mask allows them (stop tokens still
+    come per request as xgrammar's override stop tokens). Mistral / plamo3 keep vLLM's."""
+    from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
+
+    if getattr(XgrammarBackend, _PATCHED, False):
+        return
+    original = XgrammarBackend.__post_init__
+
+    @functools.wraps(original)
+    def post_init(self: Any) -> None:
+        original(self)
+        if not hasattr(self.tokenizer, "backend_tokenizer"):
+            return
+        try:
+            import xgrammar as xgr
+
+            from grammars.backends.xgrammar_backend import text_tokenizer_info
+            from grammars.vocabulary import TokenizerVocabulary
+
+            eos = getattr(self.tokenizer, "eos_token_id", None)
+            stops = [int(eos)] if eos is not None else []
+            info = text_tokenizer_info(
+                self.tokenizer, vocab_size=self.vocab_size, stop_token_ids=stops,
+                excluded=TokenizerVocabulary(self.tokenizer).excluded_ids(stops))
+            old = self.compiler
+            self.compiler = xgr.GrammarCompiler(
+                info, max_threads=8, cache_enabled=True,
+                cache_limit_bytes=getattr(old, "cache_limit_bytes", -1))
+        except Exception:  # noqa: BLE001 - keep vLLM's own (both masks still agree)
+            logger.exception("specgate: text-only vocabulary unavailable; vLLM's kept")
+
+    XgrammarBackend.__post_init__ = post_init  # type: ignore[method-assign]
+    setattr(XgrammarBackend, _PATCHED, True)
 
 
 # ---- runner side --------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Contract: `LLGuidanceBackend(tokenizer, vocab_size=, stop_token_ids=, max_whitespace=)` builds
 the llguidance `LLTokenizer` ONCE (its token trie, ≈1 s on Qwen), with every stop id as an
-EOS token. `compile(spec)` turns the spec into an llguidance grammar and builds one template
+EOS token and the tokenizer's non-text entries (grammars.vocabulary) as special tokens, so
+no mask allows them. `compile(spec)` turns the spec into an llguidance grammar and builds one template
 `LLMatcher` (the lexer and parser tables; no up-front expansion of length bounds, which is
 what makes xgrammar take seconds on `maxLength`-heavy schemas); `matcher()` hands each
 request a `deep_copy` of it. JSON follows the policy of grammars.json_schema exactly as the
@@ -24,6 +25,7 @@ Knows nothing of caching, timeouts, sampling or HTTP.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -38,6 +40,7 @@ from grammars.errors import GrammarError
 from grammars.json_schema import check_refs_local, close_unlisted, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
+from grammars.vocabulary import TokenizerVocabulary
 from grammars.whitespace import WhitespaceCap, WhitespaceRuns
 
 _ERROR_PREFIX = re.compile(r"^(?:error|Error):?\s*")
@@ -97,6 +100,7 @@ def _regex_escape(text: str) -> str:
 
 class LLGuidanceBackend:
     name = "llguidance"
+    library = "llguidance"
     supported_kinds = frozenset({"json_object", "json_schema", "regex", "choice"})
 
     def __init__(
@@ -107,14 +111,22 @@ class LLGuidanceBackend:
         stop_token_ids: Sequence[int],
         max_whitespace: int,
         allow_extra_properties: bool = False,
+        vocabulary: TokenizerVocabulary | None = None,
     ) -> None:
         self.vocab_size = vocab_size
         self.stop_token_ids = tuple(stop_token_ids)
         self.max_whitespace = max_whitespace
         self.allow_extra_properties = allow_extra_properties
-        self.tokenizer = llguidance.hf.from_tokenizer(
-            tokenizer, n_vocab=vocab_size, eos_token=list(stop_token_ids) or None
-        )
+        vocabulary = vocabulary if vocabulary is not None else TokenizerVocabulary(tokenizer)
+        tokenizer_json = vocabulary.json_with_non_text_special()
+        if vocabulary.non_text_ids and tokenizer_json is not None:
+            # non-text entries (Qwen's `[PAD151665]`…) as special tokens: never in a mask
+            self.tokenizer = llguidance.LLTokenizer(
+                tokenizer_json, n_vocab=vocab_size, eos_token=list(stop_token_ids) or None)
+        else:
+            self.tokenizer = llguidance.hf.from_tokenizer(
+                tokenizer, n_vocab=vocab_size, eos_token=list(stop_token_ids) or None
+            )
         self._json_options = {
             "whitespace_flexible": True,
             "coerce_one_of": True,
@@ -161,6 +173,18 @@ class LLGuidanceBackend:
         # llguidance exposes no size; the grammar text bounds the lexer/parser tables' order
         is_json = spec.kind in ("json_schema", "json_object")
         return LLGuidanceGrammar(grammar, template, is_json), 4 * len(grammar) + 64 * 1024
+
+    def serialize(self, handle: LLGuidanceGrammar) -> bytes | None:
+        """Bytes for the disk cache: the serialized grammar (the matcher is rebuilt on load)."""
+        return json.dumps({"grammar": handle.grammar, "json": handle.json}).encode()
+
+    def deserialize(self, data: bytes) -> tuple[LLGuidanceGrammar, int]:
+        record = json.loads(data)
+        template = llguidance.LLMatcher(self.tokenizer, record["grammar"], log_level=0)
+        if template.is_error():
+            raise GrammarError(f"cannot load cached grammar: {template.get_error()[:200]}")
+        grammar = LLGuidanceGrammar(record["grammar"], template, bool(record["json"]))
+        return grammar, 4 * len(grammar.grammar) + 64 * 1024
 
     def whitespace_cap(self) -> WhitespaceCap:
         """The JSON whitespace cap (built on first use, ≈0.5 s; then shared)."""

@@ -2,7 +2,8 @@
 
 Contract: builds an outlines `Vocabulary` by hand from the tokenizer's vocabulary (its own
 loader calls the model hub): byte-level BPE token strings are mapped back to their bytes,
-special/added control tokens are left out, the first stop token is the vocabulary's EOS.
+special/added control tokens and non-text entries (grammars.vocabulary) are left out, the
+first stop token is the vocabulary's EOS.
 JSON schemas become regexes (`build_regex_from_schema`) with whitespace bounded by
 `max_whitespace`. Masks are written with `Guide.write_mask_into` (straight into the int32
 row), never via token lists. Any other kind is a GrammarError naming it. The outlines
@@ -27,6 +28,7 @@ from outlines_core.json_schema import build_regex_from_schema
 from grammars.errors import GrammarError
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
+from grammars.vocabulary import TokenizerVocabulary
 
 _REGEX_META = set("\\.+*?()|[]{}^$#&-~")
 
@@ -104,6 +106,7 @@ class OutlinesBackend:
         stop_token_ids: Sequence[int],
         max_whitespace: int,
         max_rollback: int = 4096,
+        vocabulary: TokenizerVocabulary | None = None,
     ) -> None:
         if not stop_token_ids:
             raise GrammarError("the outlines backend needs at least one stop token id")
@@ -111,10 +114,12 @@ class OutlinesBackend:
         self.stop_token_ids = tuple(stop_token_ids)
         self.max_whitespace = max_whitespace
         self.max_rollback = max_rollback
-        self.vocabulary = self._build_vocabulary(tokenizer)
+        vocabulary = vocabulary if vocabulary is not None else TokenizerVocabulary(tokenizer)
+        self.vocabulary = self._build_vocabulary(tokenizer, vocabulary.non_text_ids)
 
-    def _build_vocabulary(self, tokenizer: Any) -> outlines_core.Vocabulary:
+    def _build_vocabulary(self, tokenizer: Any, non_text_ids: Sequence[int]) -> outlines_core.Vocabulary:
         special = set(getattr(tokenizer, "all_special_ids", []))
+        special.update(non_text_ids)
         special.update(self.stop_token_ids)
         added = {
             token_id

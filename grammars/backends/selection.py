@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from grammars.spec import GrammarSpec
+from grammars.vocabulary import TokenizerVocabulary
 
 BACKENDS = ("xgrammar", "llguidance", "outlines", "auto")
 AUTO_LLGUIDANCE_KINDS = frozenset({"json_schema"})
@@ -34,14 +35,16 @@ def auto_backends(spec: GrammarSpec) -> tuple[str, ...]:
 
 def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: Any,
                  max_whitespace: int, max_threads: int = 2,
-                 allow_extra_properties: bool = False) -> Any:
+                 allow_extra_properties: bool = False,
+                 vocabulary: TokenizerVocabulary | None = None) -> Any:
+    vocabulary = vocabulary if vocabulary is not None else TokenizerVocabulary(tokenizer)
     if name == "xgrammar":
         from grammars.backends.xgrammar_backend import XGrammarBackend
 
         return XGrammarBackend(
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
             max_whitespace=max_whitespace, max_threads=max_threads,
-            allow_extra_properties=allow_extra_properties,
+            allow_extra_properties=allow_extra_properties, vocabulary=vocabulary,
         )
     if name == "llguidance":
         from grammars.backends.llguidance_backend import LLGuidanceBackend
@@ -49,12 +52,13 @@ def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: 
         return LLGuidanceBackend(
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
             max_whitespace=max_whitespace, allow_extra_properties=allow_extra_properties,
+            vocabulary=vocabulary,
         )
     if name == "outlines":
         from grammars.backends.outlines_backend import OutlinesBackend
 
         return OutlinesBackend(
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
-            max_whitespace=max_whitespace,
+            max_whitespace=max_whitespace, vocabulary=vocabulary,
         )
     raise ValueError(f"unknown grammar backend {name!r}")

@@ -1,8 +1,9 @@
 """xgrammar backend (default): every grammar kind, masks written by xgrammar in C++.
 
 Contract: `XGrammarBackend(tokenizer, vocab_size=, stop_token_ids=, max_whitespace=)` builds
-the xgrammar TokenizerInfo ONCE (≈1.1 s on Qwen) and an uncached xgrammar compiler (the
-specgate compiler owns the cache). JSON-schema grammars (after `open_memberless`) use xgrammar's `strict_mode` unless
+the xgrammar TokenizerInfo ONCE (≈1.1 s on Qwen; non-text entries and special control
+tokens encoded as "" so no mask allows them: `text_tokenizer_info`, grammars.vocabulary)
+and an uncached xgrammar compiler (the specgate compiler owns the cache). JSON-schema grammars (after `open_memberless`) use xgrammar's `strict_mode` unless
 `allow_extra_properties` (objects/arrays without `additionalProperties` / `items` admit no
 extra members: what vLLM does, and 100× faster to compile than the permissive form;
 "json_object" always admits any object), and
@@ -34,6 +35,7 @@ from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf, sql_ebnf_bounded
 from grammars.tools import structural_tag
+from grammars.vocabulary import TokenizerVocabulary
 from grammars.whitespace import WhitespaceCap, WhitespaceRuns
 
 
@@ -77,12 +79,34 @@ def _error_reason(exc: Exception) -> str:
     return reason
 
 
+def text_tokenizer_info(tokenizer: Any, *, vocab_size: int, stop_token_ids: Sequence[int],
+                        excluded: Sequence[int]) -> xgr.TokenizerInfo:
+    """xgrammar's TokenizerInfo with the `excluded` ids (grammars.vocabulary: non-text entries,
+    special control tokens) encoded as "", which xgrammar takes for special tokens: never in
+    a mask, never accepted. `from_huggingface` alone reads them as their literal text."""
+    info = xgr.TokenizerInfo.from_huggingface(
+        tokenizer, vocab_size=vocab_size, stop_token_ids=list(stop_token_ids))
+    if not excluded:
+        return info
+    encoded = [""] * vocab_size
+    for token, token_id in tokenizer.get_vocab().items():
+        if token_id < vocab_size:
+            encoded[token_id] = token
+    for token_id in excluded:
+        if token_id < vocab_size:
+            encoded[token_id] = ""
+    return xgr.TokenizerInfo(encoded, info.vocab_type, vocab_size=vocab_size,
+                             stop_token_ids=list(stop_token_ids),
+                             add_prefix_space=info.add_prefix_space)
+
+
 def choice_ebnf(choices: Sequence[str]) -> str:
     return "root ::= " + " | ".join(f"({json.dumps(choice)})" for choice in choices)
 
 
 class XGrammarBackend:
     name = "xgrammar"
+    library = "xgrammar"
     supported_kinds = frozenset(
         {"json_object", "json_schema", "regex", "choice", "ebnf", "lark", "tools", "sql"}
     )
@@ -96,14 +120,16 @@ class XGrammarBackend:
         max_whitespace: int,
         max_threads: int = 2,
         allow_extra_properties: bool = False,
+        vocabulary: TokenizerVocabulary | None = None,
     ) -> None:
         self.vocab_size = vocab_size
         self.allow_extra_properties = allow_extra_properties
         self.stop_token_ids = tuple(stop_token_ids)
         self.max_whitespace = max_whitespace
-        self.tokenizer_info = xgr.TokenizerInfo.from_huggingface(
-            tokenizer, vocab_size=vocab_size, stop_token_ids=list(stop_token_ids)
-        )
+        vocabulary = vocabulary if vocabulary is not None else TokenizerVocabulary(tokenizer)
+        self.tokenizer_info = text_tokenizer_info(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
+            excluded=vocabulary.excluded_ids(stop_token_ids))
         self._compiler = xgr.GrammarCompiler(
             self.tokenizer_info, max_threads=max_threads, cache_enabled=False
         )
@@ -119,6 +145,16 @@ class XGrammarBackend:
             raise GrammarError(f"cannot compile {spec.kind} grammar: {_error_reason(exc)}") from exc
         inner = compiled.compiled if isinstance(compiled, _WithWhitespaceCap) else compiled
         return compiled, int(inner.memory_size_bytes)
+
+    def serialize(self, handle: Any) -> bytes | None:
+        """Bytes for the disk cache (None: not cacheable, e.g. a SQL grammar with its cap)."""
+        if not isinstance(handle, xgr.CompiledGrammar):
+            return None
+        return handle.serialize_json().encode()
+
+    def deserialize(self, data: bytes) -> tuple[xgr.CompiledGrammar, int]:
+        compiled = xgr.CompiledGrammar.deserialize_json(data.decode(), self.tokenizer_info)
+        return compiled, int(compiled.memory_size_bytes)
 
     def _whitespace_cap(self, chars: bytes, limit: int) -> WhitespaceCap:
         with self._cap_lock:

@@ -19,6 +19,10 @@ BODIES: dict[str, dict[str, Any]] = {
     "json_schema": {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": {
         "type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}},
         "required": ["n", "s"]}}}},
+    # a schema the auto backend gives llguidance (maxLength): the vLLM path compiles it with xgrammar
+    "json_schema_auto_llguidance": {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "q", "schema": {"type": "object", "properties": {"id": {"type": "string", "maxLength": 12}},
+                                "required": ["id"]}}}},
     "json_object": {"response_format": {"type": "json_object"}},
     "tools_required": {"tools": TOOLS, "tool_choice": "required"},
     "tools_auto": {"tools": TOOLS, "tool_choice": "auto"},
@@ -27,6 +31,7 @@ BODIES: dict[str, dict[str, Any]] = {
 }
 PATHS = {
     "json_schema": '{"n": 12, "s": "hi"}',
+    "json_schema_auto_llguidance": '{"id": "ab12"}',
     "json_object": '{"a": [1, 2]}',
     "tools_required": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
     "tools_auto": "Sure.",
@@ -44,8 +49,14 @@ def compiler(qwen_tokenizer: Any) -> GrammarCompiler:
 def xgr_compiler(compiler: GrammarCompiler, qwen_tokenizer: Any) -> Any:
     import xgrammar as xgr
 
-    info = xgr.TokenizerInfo.from_huggingface(qwen_tokenizer, vocab_size=V,
-                                              stop_token_ids=list(compiler.stop_token_ids))
+    from grammars.backends.xgrammar_backend import text_tokenizer_info
+    from grammars.vocabulary import TokenizerVocabulary
+
+    # what the plugin gives vLLM's XgrammarBackend (install_text_vocabulary): eos as its stop,
+    # non-text entries and control tokens special; per-request stops come as overrides
+    eos = [qwen_tokenizer.eos_token_id]
+    info = text_tokenizer_info(qwen_tokenizer, vocab_size=V, stop_token_ids=eos,
+                               excluded=TokenizerVocabulary(qwen_tokenizer).excluded_ids(eos))
     return xgr.GrammarCompiler(info)
 
 
@@ -56,8 +67,10 @@ def test_ebnf_round_trip_gives_identical_masks(name: str, compiler: GrammarCompi
 
     compiled = compiler.compile(spec_from_request({"model": "m", "messages": [], **BODIES[name]}))
     ebnf = grammar_source(compiled)
-    # what vLLM's XgrammarBackend does with a `grammar` request: compile_grammar(ebnf)
-    theirs = xgr.GrammarMatcher(xgr_compiler.compile_grammar(ebnf))
+    # what vLLM's XgrammarBackend does with a `grammar` request, for the target (scheduler) and
+    # the draft (plugin) alike: compile_grammar(ebnf), the request's stop ids as overrides
+    theirs = xgr.GrammarMatcher(xgr_compiler.compile_grammar(ebnf),
+                                override_stop_tokens=list(compiler.stop_token_ids))
     ours = compiled.matcher()
     words = (V + 31) // 32
     mask_ours = torch.zeros(1, words, dtype=torch.int32)
