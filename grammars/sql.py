@@ -62,6 +62,7 @@ _ARITY = {
     "coalesce": "2n", "ifnull": "2", "nullif": "2", "instr": "2", "replace": "3",
     "date": "1n", "time": "1n", "datetime": "1n", "julianday": "1n", "strftime": "2n",
 }
+FUNCTIONS = frozenset(_ARITY)
 _TYPES = "integer int real text numeric float double varchar char boolean date datetime".split()
 SQL_MAX_WHITESPACE = 8  # longest whitespace run; enforced by the matcher, not the EBNF
 _WS = "[ \\t\\n] [ \\t\\n]*"  # one or more; inline (a rule or {m,n} here costs 100x)
