@@ -34,6 +34,7 @@ Knows nothing of tokens, masks or backends.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 KEYWORDS = frozenset((
@@ -83,6 +84,7 @@ class SqlSchema:
         self.all_columns = frozenset(c for cols in self.columns.values() for c in cols)
         self.functions = functions
         self._fits: dict[frozenset[str], frozenset[str]] = {}
+        self.memo: dict[tuple[object, ...], Any] = {}  # for the mask layer: shared by its matchers
 
     def fitting_columns(self, required: frozenset[str]) -> frozenset[str]:
         """Columns col such that some table has all of `required` and col."""

@@ -21,7 +21,6 @@ Knows nothing of sampling, engines or HTTP.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,7 +31,7 @@ from grammars.matcher import Matcher
 from grammars.sql_scope import SqlSchema, SqlScope
 from grammars.sql_vocab import BIG_KINDS, SqlVocab
 
-_MEMO = 65536
+_MEMO = 1 << 17  # entries; the memo is cleared when it grows past this
 _CLOSER = {'"': '"', "`": "`", "[": "]"}
 
 
@@ -44,10 +43,11 @@ class ScopedSqlMatcher(Matcher):
         self.inner = inner
         self.vocab = vocab
         self._states = [SqlScope(schema)]
-        self._signatures: list[tuple[object, ...] | None] = [None]
-        self._memo: OrderedDict[tuple[object, str], bool] = OrderedDict()
+        self._signatures: list[int | None] = [None]
+        self._memo = schema.memo  # (signature, what) -> verdict / mask, shared by the grammar's matchers
         self.stats = {"fills": 0, "checked": 0, "memo_hits": 0}
         self._none = np.zeros(vocab.num_words, dtype=np.int32)
+        self._stop_ids = np.asarray(sorted(self._stop_set), dtype=np.int64)
 
     # -- the scope reader on one token ------------------------------------------------------
     def _reads(self, state: SqlScope, token_id: int) -> SqlScope | None:
@@ -56,10 +56,12 @@ class ScopedSqlMatcher(Matcher):
             return probe
         return None
 
-    def _signature(self) -> tuple[object, ...]:
+    def _signature(self) -> int:
+        """A small int naming the current state's signature (equal signatures, equal ids)."""
         signature = self._signatures[-1]
         if signature is None:
-            signature = self._signatures[-1] = self._states[-1].signature()
+            ids = self._memo.setdefault(("ids",), {})
+            signature = self._signatures[-1] = ids.setdefault(self._states[-1].signature(), len(ids))
         return signature
 
     # -- Matcher primitives -----------------------------------------------------------------
@@ -87,16 +89,36 @@ class ScopedSqlMatcher(Matcher):
         self.stats["fills"] += 1
         words = bitmask[row].numpy()  # [W] int32, shares memory with the tensor
         state = self._states[-1]
-        if not state.can_end():
+        if not self._cached(("end",), state.can_end):
             for stop in self.stop_token_ids:
                 _clear(words, stop)
         self._restrict_pieces(words, state)
         self._check_rest(words, state)
 
+    def _remember(self, key: tuple[object, ...], value: Any) -> None:
+        if len(self._memo) > _MEMO:  # ids of signatures stay: cached ones keep their meaning
+            ids = self._memo[("ids",)]
+            self._memo.clear()
+            self._memo[("ids",)] = ids
+        self._memo[key] = value
+
+    def _cached(self, what: tuple[object, ...], compute: Callable[[], Any]) -> Any:
+        key = (self._signature(), *what)
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        value = compute()
+        self._remember(key, value)
+        return value
+
     # -- helpers ----------------------------------------------------------------------------
     def _piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
         """Allowed pieces of `kind` (a pre other than ""): None when all are, or all refused
         (an all-zero mask) when the pre itself breaks a rule."""
+        return self._cached(("kind", kind), lambda: self._compute_piece_mask(state, kind))  # type: ignore[no-any-return]
+
+    def _compute_piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
         after = state.copy()
         if not after.feed(kind):
             return self._none
@@ -110,7 +132,7 @@ class ScopedSqlMatcher(Matcher):
                 after, typed = state, state.word
                 if typed and typed[0].isdigit():
                     continue
-                allowed = state.word_set_at_start if typed else state.word_set()
+                allowed = state.word_set_at_start if typed else self._cached(("set",), state.word_set)
                 if allowed is not None:
                     words &= ~vocab.pieces[kind] | vocab.allowed(kind, typed.lower(), allowed)
                 continue
@@ -124,7 +146,7 @@ class ScopedSqlMatcher(Matcher):
             rest = words & vocab.closing["'" if state.mode == "'" else _CLOSER[state.mode]]
         else:
             for cls, text in ((vocab.blank, " "), (vocab.ops, " =")):
-                if not state.copy().feed(text):
+                if not self._cached(("class", text), lambda text=text: state.copy().feed(text)):  # type: ignore[misc]
                     words &= ~cls
             rest = words & ~vocab.classed
         hot = np.flatnonzero(rest)
@@ -144,23 +166,23 @@ class ScopedSqlMatcher(Matcher):
             ids = ids[kinds < 0]
         signature = self._signature()
         memo = self._memo
-        stops = self._stop_set
-        text, shape = vocab.text, vocab.shape
-        for token_id in ids.tolist():
-            if token_id in stops:
-                continue
-            key = (signature, text[token_id].lower() if state.mode else shape[token_id])
-            verdict = memo.get(key)
+        ids = ids[~np.isin(ids, self._stop_ids)]
+        # one reading per shape (outside a literal), per token inside one
+        keys = -1 - ids if state.mode else vocab.shape_id[ids]
+        unique, first = np.unique(keys, return_index=True)
+        refused = []
+        for key, token_id in zip(unique.tolist(), ids[first].tolist(), strict=True):
+            verdict = memo.get((signature, key))
             if verdict is None:
                 self.stats["checked"] += 1
                 verdict = self._reads(state, token_id) is not None
-                memo[key] = verdict
-                if len(memo) > _MEMO:
-                    memo.popitem(last=False)
+                self._remember((signature, key), verdict)
             else:
                 self.stats["memo_hits"] += 1
             if not verdict:
-                _clear(words, token_id)
+                refused.append(key)
+        if refused:
+            _clear_many(words, ids[np.isin(keys, refused)])
 
 
 def _clear_many(words: np.ndarray[Any, Any], token_ids: np.ndarray[Any, Any]) -> None:
@@ -174,10 +196,15 @@ def _clear(words: np.ndarray[Any, Any], token_id: int) -> None:  # words: int32 
     view[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
 
 
-def scoped_sql_matcher(inner: Matcher, *, tables: dict[str, list[str]], vocab: SqlVocab) -> ScopedSqlMatcher:
-    """`inner` (a schema-aware SQL grammar's matcher) with the scope layer on top."""
+def sql_scope_schema(tables: dict[str, list[str]]) -> SqlSchema:
+    """The scope layer's view of a schema (one per compiled grammar: its memo is shared)."""
     from grammars.sql import FUNCTIONS
 
-    return ScopedSqlMatcher(inner, schema=SqlSchema(tables, FUNCTIONS), vocab=vocab,
+    return SqlSchema(tables, FUNCTIONS)
+
+
+def scoped_sql_matcher(inner: Matcher, *, schema: SqlSchema, vocab: SqlVocab) -> ScopedSqlMatcher:
+    """`inner` (a schema-aware SQL grammar's matcher) with the scope layer on top."""
+    return ScopedSqlMatcher(inner, schema=schema, vocab=vocab,
                             vocab_size=inner.vocab_size, stop_token_ids=inner.stop_token_ids,
                             encode=inner._encode)

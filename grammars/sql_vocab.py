@@ -37,23 +37,10 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-BIG_KINDS = ("", " ", ".", "(")  # the kinds with a whole-vocabulary mask
+BIG_KINDS = ("", " ", ".", "(", "=", ",")  # the kinds with a whole-vocabulary mask
 _PIECE = re.compile(r"([^A-Za-z0-9_$]*)([A-Za-z0-9_$]+)\Z")
 _STRUCTURAL = frozenset(".(),;*'\"`[]")
 IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
-
-
-def canonical_pre(pre: str) -> str:
-    """`pre` as SqlScope reads it: whitespace runs as one space, runs of other non-structural
-    characters (operators, non-ASCII) as one "="."""
-    out: list[str] = []
-    for ch in pre:
-        c = " " if ch.isspace() else ch if ch in _STRUCTURAL else "="
-        if out and c in " =" and out[-1] == c:
-            continue
-        out.append(c)
-    return "".join(out)
-_WS = re.compile(r"\s+")
 _BLANK = re.compile(r"\s+\Z")
 _OPS = re.compile(r"[\s=<>!+\-/%|&~^]*[=<>!+\-/%|&~^][\s=<>!+\-/%|&~^]*\Z")
 CLOSERS = ("'", '"', "`", "]")
@@ -66,6 +53,30 @@ def _pack(ids: npt.NDArray[np.int64], words: int) -> npt.NDArray[np.int32]:
     if len(ids):
         np.bitwise_or.at(out, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
     return out.view(np.int32)
+
+
+def canonical_pre(pre: str) -> str:
+    """`pre` as SqlScope reads it before a word: a whitespace-only pre is " "; otherwise
+    whitespace outside quotes is dropped (it only ends the word being typed, as the next
+    character does anyway) and runs of other non-structural characters (operators,
+    non-ASCII) become one "="."""
+    if pre and pre.isspace():
+        return " "
+    out: list[str] = []
+    closer = ""
+    for ch in pre:
+        if closer:
+            out.append(ch)
+            closer = "" if ch == closer else closer
+            continue
+        if ch.isspace():
+            continue
+        c = ch if ch in _STRUCTURAL else "="
+        if c == "=" and out and out[-1] == "=":
+            continue
+        out.append(c)
+        closer = _OPEN.get(ch, "")
+    return "".join(out)
 
 
 _OPEN = {"'": "'", '"': '"', "`": "`", "[": "]"}
@@ -142,6 +153,9 @@ class SqlVocab:
         self.blank = _pack(np.asarray(blank, dtype=np.int64), words)
         self.ops = _pack(np.asarray(ops, dtype=np.int64), words)
         self.classed = self.any_piece | self.blank | self.ops
+        shape_ids: dict[str, int] = {}
+        self.shape_id = np.asarray([shape_ids.setdefault(shape, len(shape_ids)) for shape in self.shape],
+                                   dtype=np.int64)  # [V] id of the token's reading shape
         self._cache: OrderedDict[tuple[str, str, frozenset[str]], npt.NDArray[np.int32]] = OrderedDict()
 
     def allowed(self, kind: str, typed: str, words: frozenset[str]) -> npt.NDArray[np.int32]:

@@ -35,7 +35,8 @@ from grammars.json_schema import check_refs_local, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf, sql_ebnf_bounded
-from grammars.sql_scope_matcher import scoped_sql_matcher
+from grammars.sql_scope import SqlSchema
+from grammars.sql_scope_matcher import scoped_sql_matcher, sql_scope_schema
 from grammars.sql_vocab import SqlVocab
 from grammars.tools import structural_tag
 from grammars.whitespace import WhitespaceCap, WhitespaceRuns
@@ -178,7 +179,7 @@ class XGrammarBackend:
             return _WithWhitespaceCap(
                 self._compiler.compile_grammar(ebnf), b" \t\n", SQL_MAX_WHITESPACE,
                 lambda: xgr.Grammar.from_ebnf(sql_ebnf_bounded(ebnf)),
-                None if schema is None else schema["tables"])
+                None if schema is None else sql_scope_schema(schema["tables"]))
         raise GrammarError(f"grammar kind '{kind}' is not supported by the xgrammar backend")
 
     def matcher(
@@ -191,9 +192,9 @@ class XGrammarBackend:
                 vocab_size=self.vocab_size,
                 stop_token_ids=self.stop_token_ids, encode=encode,
             )
-            if handle.tables is None:
+            if handle.scope is None:
                 return inner
-            return scoped_sql_matcher(inner, tables=handle.tables, vocab=self._sql_words())
+            return scoped_sql_matcher(inner, schema=handle.scope, vocab=self._sql_words())
         return XGrammarMatcher(
             handle, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids, encode=encode
         )
@@ -210,7 +211,7 @@ class _WithWhitespaceCap:
     chars: bytes
     limit: int
     bounded: Callable[[], xgr.Grammar] = field(compare=False, repr=False)
-    tables: dict[str, list[str]] | None = field(default=None, compare=False, repr=False)
+    scope: SqlSchema | None = field(default=None, compare=False, repr=False)  # schema-aware SQL
 
     @property
     def grammar(self) -> xgr.Grammar:
