@@ -203,12 +203,25 @@ def _call_rules(k: dict[str, str]) -> list[str]:
             *[f"call_{shape} ::= {_trie_ebnf(_trie(names))}" for shape, names in by_shape.items()]]
 
 
+def _nested_optional(depth: int) -> str:
+    """`([ \t\n] ([ \t\n] (...)?)?)?`: 0..depth whitespace characters, inline."""
+    out = ""
+    for _ in range(depth):
+        out = f"([ \\t\\n] {out})?" if out else "([ \\t\\n])?"
+    return out
+
+
 def sql_ebnf_bounded(ebnf: str) -> str:
-    """`ebnf` (from sql_ebnf) with the whitespace bound written into the grammar
-    (`{1,8}` / `{0,8}` repetitions: same runs between words, masks ~100x slower; string
-    literals not capped), for consumers that recompile the text without our matcher."""
+    """`ebnf` (from sql_ebnf) with the whitespace bound written into the grammar, for
+    consumers that recompile the text without our matcher (engine.vllm): the same runs
+    between words (1..8 / 0..8 characters; string literals not capped), written as nested
+    optionals, not `{1,8}` repetitions. Measured on 10 Spider gold queries (Qwen tokenizer,
+    plain xgrammar matchers, interleaved, 2-core EPYC under heavy load): fill mean 14 ms
+    nested vs 200 ms with `{1,8}` (p50 0.2 vs 2.1 ms) and 6.3 ms for the unbounded `[ \t\n]*`
+    the torch path uses under WhitespaceCap."""
     top = SQL_MAX_WHITESPACE
-    return ebnf.replace(_WS, f"[ \\t\\n]{{1,{top}}}").replace(_WS0, f"[ \\t\\n]{{0,{top}}}")
+    return ebnf.replace(_WS, "[ \\t\\n] " + _nested_optional(top - 1)).replace(
+        _WS0, _nested_optional(top))
 
 
 _SHARED = ("expr", "operand", "query", "select_core", "result_col", "from_item", "order_item",

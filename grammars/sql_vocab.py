@@ -85,15 +85,17 @@ _OPEN = {"'": "'", '"': '"', "`": "`", "[": "]"}
 def reading_shape(text: str) -> str:
     """`text` as SqlScope reads it from outside a literal: identifier runs lower-cased,
     whitespace runs as " ", other non-structural runs as "=", the content of a '...' literal
-    dropped (only its quotes kept), a quoted name's kept lower-cased."""
+    dropped (only its quotes kept), a quoted name's kept lower-cased when it closes in the
+    token (an unclosed one's content is read only once it closes, so it is dropped)."""
     out: list[str] = []
     closer = ""
+    opened = 0  # len(out) right after the opening quote of an unclosed quoted name
     for ch in text:
         if closer:
             if ch == closer:
                 out.append(ch)
                 closer = ""
-            elif closer != "'":  # a quoted name: its text matters
+            elif closer != "'":  # a quoted name: its text matters once it closes
                 out.append(ch.lower())
             continue
         if ch in IDENT:
@@ -104,6 +106,9 @@ def reading_shape(text: str) -> str:
             continue
         out.append(c)
         closer = _OPEN.get(ch, "")
+        opened = len(out)
+    if closer and closer != "'":
+        del out[opened:]
     return "".join(out)
 
 

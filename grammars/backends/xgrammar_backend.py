@@ -11,7 +11,8 @@ become GrammarError naming the kind and xgrammar's reason. EBNF text goes throug
 `normalize_ebnf` (GBNF empty alternatives) and Lark text through `normalize_lark` (rule /
 terminal priorities dropped) first. SQL grammars come back wrapped (`_WithWhitespaceCap`):
 their matchers cap whitespace runs (see grammars.sql), and their `grammar` (read by
-engine.vllm) writes the same bound as `{1,8}` repetitions (string literals uncapped there).
+engine.vllm) writes the same bound as nested optionals (grammars.sql.sql_ebnf_bounded; string
+literals uncapped there).
 Schema-aware SQL matchers also carry the identifier-scope layer (grammars.sql_scope_matcher;
 its SqlVocab is built once per backend, on first use).
 
