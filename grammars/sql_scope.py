@@ -294,7 +294,7 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if ch == ".":
             return True  # a qualifier's dot (the qualifier was read) or a decimal point
-        last, self.last = self.last, ch
+        self.last = ch
         if self.qual is not None:
             qual, self.qual = self.qual, None
             if ch != "*":

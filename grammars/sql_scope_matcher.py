@@ -129,7 +129,7 @@ class ScopedSqlMatcher(Matcher):
         vocab = self.vocab
         for kind in BIG_KINDS:
             if kind == "":
-                after, typed = state, state.word
+                typed = state.word
                 if typed and typed[0].isdigit():
                     continue
                 allowed = state.word_set_at_start if typed else self._cached(("set",), state.word_set)
