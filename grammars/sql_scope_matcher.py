@@ -35,6 +35,23 @@ _MEMO = 1 << 17  # entries; the memo is cleared when it grows past this
 _CLOSER = {'"': '"', "`": "`", "[": "]"}
 
 
+class _Signature:
+    """A SqlScope signature with its hash computed once (signatures are nested tuples)."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple[object, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, _Signature) and self._hash == other._hash
+                                 and self.value == other.value)
+
+
 class ScopedSqlMatcher(Matcher):
     def __init__(self, inner: Matcher, *, schema: SqlSchema, vocab: SqlVocab,
                  vocab_size: int, stop_token_ids: Sequence[int],
@@ -43,7 +60,7 @@ class ScopedSqlMatcher(Matcher):
         self.inner = inner
         self.vocab = vocab
         self._states = [SqlScope(schema)]
-        self._signatures: list[int | None] = [None]
+        self._signatures: list[_Signature | None] = [None]
         self._memo = schema.memo  # (signature, what) -> verdict / mask, shared by the grammar's matchers
         self.stats = {"fills": 0, "checked": 0, "memo_hits": 0}
         self._none = np.zeros(vocab.num_words, dtype=np.int32)
@@ -56,12 +73,11 @@ class ScopedSqlMatcher(Matcher):
             return probe
         return None
 
-    def _signature(self) -> int:
-        """A small int naming the current state's signature (equal signatures, equal ids)."""
+    def _signature(self) -> _Signature:
+        """The current state's signature, with its hash computed once (a memo key)."""
         signature = self._signatures[-1]
         if signature is None:
-            ids = self._memo.setdefault(("ids",), {})
-            signature = self._signatures[-1] = ids.setdefault(self._states[-1].signature(), len(ids))
+            signature = self._signatures[-1] = _Signature(self._states[-1].signature())
         return signature
 
     # -- Matcher primitives -----------------------------------------------------------------
@@ -96,10 +112,8 @@ class ScopedSqlMatcher(Matcher):
         self._check_rest(words, state)
 
     def _remember(self, key: tuple[object, ...], value: Any) -> None:
-        if len(self._memo) > _MEMO:  # ids of signatures stay: cached ones keep their meaning
-            ids = self._memo[("ids",)]
+        if len(self._memo) > _MEMO:
             self._memo.clear()
-            self._memo[("ids",)] = ids
         self._memo[key] = value
 
     def _cached(self, what: tuple[object, ...], compute: Callable[[], Any]) -> Any:

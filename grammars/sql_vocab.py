@@ -168,7 +168,10 @@ class SqlVocab:
         key = (kind, typed, words)
         hit = self._cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(key)
+            try:
+                self._cache.move_to_end(key)
+            except KeyError:  # evicted meanwhile by another thread's matcher
+                pass
             return hit
         ids: list[npt.NDArray[np.int64]] = []
         seen: set[str] = set()
@@ -189,5 +192,8 @@ class SqlVocab:
             mask = mask | self._digits.get(kind, self._no_digits)
         self._cache[key] = mask
         if len(self._cache) > _CACHE:
-            self._cache.popitem(last=False)
+            try:
+                self._cache.popitem(last=False)
+            except KeyError:
+                pass
         return mask
