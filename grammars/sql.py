@@ -28,7 +28,9 @@ Contract:
   sqlite's argument count (`count(*)`, DISTINCT only in aggregates, `round` 1-2, `substr`
   2-3, `replace` 3, ...: what sqlite refuses for arity, the grammar refuses);
   table and column aliases (`AS T1`) are any identifier and a column may be qualified by a
-  table name or any alias. Known limits, all decided by sqlite afterwards
+  table name or any alias. The schema-aware matcher adds identifier scopes on top of this
+  grammar (grammars.sql_scope_matcher: qualifiers, aliases and bare columns against the
+  tables of each FROM). Known limits of the grammar itself, decided by that layer or by sqlite
   (grammars.sql_check; the gateway reports the verdict and can retry): a qualifier is not
   checked against the aliases the query defines (the select list comes before FROM, so a
   left-to-right grammar cannot know them), nor a column against the tables of its FROM,
