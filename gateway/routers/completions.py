@@ -1,7 +1,9 @@
 """`POST /v1/completions`: a text prompt (or token ids) → engine, with the same sampling and
 structured-output fields as chat, n choices and SSE streaming (`text_completion` chunks).
 The shared steps live in `gateway.routers._run`; this module supplies the prompt and the
-text response shape. Knows nothing of how tokens are produced."""
+text response shape. A SQL constraint adds the same `sql` verdict as chat (gateway.sql_answers):
+on every choice, on the last chunk of each streamed choice, and the opt-in retry policy.
+Knows nothing of how tokens are produced."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from fastapi import APIRouter, Depends, Request
 
 from engine import TokenDelta
 from engine.prompts import encode_text
+from gateway import sql_answers
 from gateway.generation import ChoiceResult, ChoiceRun
 from gateway.limits import check_unsupported
 from gateway.prompting import check_token_ids
@@ -39,21 +42,35 @@ async def create_completion(body: CompletionRequest, request: Request) -> Any:
         ]
     else:
         ctx.prompt_ids = check_token_ids(list(prompt), vocab_size=state.vocab_size)
+    raw = body.model_dump(mode="json", exclude_unset=True)
+    sql_answers.check_policy(raw, stream=bool(body.stream))
     samplings, grammar = await choices_for(
         ctx, body, requested_max_tokens=body.max_tokens, max_tokens_param="max_tokens"
     )
+    shape = TextShape(body, grammar)
     return await respond(ctx, request=request, stream=body.stream, samplings=samplings, grammar=grammar,
-                         prediction=None, shape=TextShape(body))
+                         prediction=None, shape=shape,
+                         revise=sql_answers.reviser(raw, grammar, samplings, ctx, request, shape.attempts))
 
 
 class TextShape:
-    """`text_completion` objects, streamed as `text_completion` chunks."""
+    """`text_completion` objects, streamed as `text_completion` chunks; a SQL grammar adds the
+    sqlite verdict as `choice["sql"]` (and on the chunk that carries `finish_reason`)."""
 
-    def __init__(self, body: CompletionRequest) -> None:
+    def __init__(self, body: CompletionRequest, grammar: Any = None) -> None:
         self.include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        self.grammar = grammar
+        self.attempts: dict[int, int] = {}
+        self.texts: dict[int, str] = {}
+
+    def _choice(self, res: ChoiceResult) -> dict[str, Any]:
+        choice = R.text_choice(index=res.index, text=res.text, finish_reason=res.finish_reason)
+        if (sql := sql_answers.verdict(self.grammar, res.text, attempts=self.attempts.get(res.index, 1))):
+            choice["sql"] = sql
+        return choice
 
     def response(self, ctx: RequestContext, results: list[ChoiceResult]) -> dict[str, Any]:
-        choices = [R.text_choice(index=r.index, text=r.text, finish_reason=r.finish_reason) for r in results]
+        choices = [self._choice(r) for r in results]
         usage = R.usage([r.stats for r in results if r.stats], prompt_tokens=ctx.prompt_tokens)
         return R.text_completion(request_id=ctx.request_id, created=ctx.created, model=ctx.state.model_id,
                                  choices=choices, usage=usage)
@@ -62,10 +79,14 @@ class TextShape:
         return []
 
     def on_delta(self, ctx: RequestContext, index: int, delta: TokenDelta) -> list[str]:
+        self.texts[index] = self.texts.get(index, "") + delta.text
+        choice = R.text_choice(index=index, text=delta.text, finish_reason=delta.finish_reason)
+        if delta.finish_reason is not None and (
+                sql := sql_answers.verdict(self.grammar, self.texts[index])):
+            choice["sql"] = sql  # the last chunk of a streamed SQL choice carries the verdict
         return [sse(R.text_completion(
             request_id=ctx.request_id, created=ctx.created, model=ctx.state.model_id,
-            choices=[R.text_choice(index=index, text=delta.text, finish_reason=delta.finish_reason)],
-            usage=None,
+            choices=[choice], usage=None,
         ))]
 
     def usage_chunk(self, ctx: RequestContext, results: list[ChoiceResult]) -> str | None:

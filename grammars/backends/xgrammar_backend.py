@@ -12,7 +12,10 @@ become GrammarError naming the kind and xgrammar's reason. EBNF text goes throug
 `normalize_ebnf` (GBNF empty alternatives) and Lark text through `normalize_lark` (rule /
 terminal priorities dropped) first. SQL grammars come back wrapped (`_WithWhitespaceCap`):
 their matchers cap whitespace runs (see grammars.sql), and their `grammar` (read by
-engine.vllm) writes the same bound as `{1,8}` repetitions (string literals uncapped there).
+engine.vllm) writes the same bound as nested optionals (grammars.sql.sql_ebnf_bounded; string
+literals uncapped there).
+Schema-aware SQL matchers also carry the identifier-scope layer (grammars.sql_scope_matcher;
+its SqlVocab is built once per backend, on first use).
 
 Knows nothing of caching, timeouts, sampling or HTTP.
 """
@@ -34,6 +37,9 @@ from grammars.json_schema import check_refs_local, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf, sql_ebnf_bounded
+from grammars.sql_scope import SqlSchema
+from grammars.sql_scope_matcher import scoped_sql_matcher, sql_scope_schema
+from grammars.sql_vocab import SqlVocab
 from grammars.tools import structural_tag
 from grammars.vocabulary import TokenizerVocabulary
 from grammars.whitespace import WhitespaceCap, WhitespaceRuns
@@ -134,6 +140,7 @@ class XGrammarBackend:
             self.tokenizer_info, max_threads=max_threads, cache_enabled=False
         )
         self._ws_caps: dict[tuple[bytes, int], WhitespaceCap] = {}  # built on first use (~0.5 s)
+        self._sql_vocab: SqlVocab | None = None  # built on first schema-aware SQL matcher
         self._cap_lock = threading.Lock()
 
     def compile(self, spec: GrammarSpec) -> tuple[xgr.CompiledGrammar | _WithWhitespaceCap, int]:
@@ -164,6 +171,12 @@ class XGrammarBackend:
                                     limit=limit, chars=chars)
                 self._ws_caps[(chars, limit)] = cap
             return cap
+
+    def _sql_words(self) -> SqlVocab:
+        with self._cap_lock:
+            if self._sql_vocab is None:
+                self._sql_vocab = SqlVocab(self.tokenizer_info.decoded_vocab, vocab_size=self.vocab_size)
+            return self._sql_vocab
 
     def _compile(self, spec: GrammarSpec) -> xgr.CompiledGrammar | _WithWhitespaceCap:
         # JSON whitespace stays bounded by xgrammar itself (`{0,n}`), not by WhitespaceCap,
@@ -202,7 +215,8 @@ class XGrammarBackend:
             ebnf = sql_ebnf(None if schema is None else schema["tables"])
             return _WithWhitespaceCap(
                 self._compiler.compile_grammar(ebnf), b" \t\n", SQL_MAX_WHITESPACE,
-                lambda: xgr.Grammar.from_ebnf(sql_ebnf_bounded(ebnf)))
+                lambda: xgr.Grammar.from_ebnf(sql_ebnf_bounded(ebnf)),
+                None if schema is None else sql_scope_schema(schema["tables"]))
         raise GrammarError(f"grammar kind '{kind}' is not supported by the xgrammar backend")
 
     def matcher(
@@ -210,11 +224,14 @@ class XGrammarBackend:
         encode: Callable[[str], list[int]],
     ) -> Matcher:
         if isinstance(handle, _WithWhitespaceCap):
-            return XGrammarMatcher(
+            inner = XGrammarMatcher(
                 handle.compiled, ws_cap=self._whitespace_cap(handle.chars, handle.limit),
                 vocab_size=self.vocab_size,
                 stop_token_ids=self.stop_token_ids, encode=encode,
             )
+            if handle.scope is None:
+                return inner
+            return scoped_sql_matcher(inner, schema=handle.scope, vocab=self._sql_words())
         return XGrammarMatcher(
             handle, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids, encode=encode
         )
@@ -231,6 +248,7 @@ class _WithWhitespaceCap:
     chars: bytes
     limit: int
     bounded: Callable[[], xgr.Grammar] = field(compare=False, repr=False)
+    scope: SqlSchema | None = field(default=None, compare=False, repr=False)  # schema-aware SQL
 
     @property
     def grammar(self) -> xgr.Grammar:

@@ -60,3 +60,36 @@ def test_retry_policy_errors_and_attempts(http: Any, model_id: str) -> None:
     verdict = r.json()["choices"][0]["sql"]
     assert 1 <= verdict["attempts"] <= 3
     assert verdict["valid"] or verdict["attempts"] == 3
+
+
+def test_completions_carry_the_same_sql_verdict(http: Any, openapi: Any, model_id: str) -> None:
+    """`/v1/completions` with an SQL constraint: `sql` on the choice (checked against sqlite
+    here), on the finishing chunk of a stream (equal at T=0), on no other chunk, and the
+    retry policy's 400 on a stream."""
+    sql = {"dialect": "sqlite", "schema": DDL}
+    body = {"model": model_id, "prompt": "-- How many singers are there?\nSELECT", "temperature": 0,
+            "max_tokens": 40, "structured_outputs": {"sql": sql}}
+    r = http.post("/v1/completions", json=body)
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    verdict = choice["sql"]
+    assert set(verdict) == {"valid", "status", "error", "attempts"} and verdict["attempts"] == 1
+    if choice["finish_reason"] == "stop":
+        assert verdict["valid"] == _sqlite_runs(choice["text"])
+    else:
+        assert verdict["valid"] is False
+    chunks = []
+    with http.stream("POST", "/v1/completions", json={**body, "stream": True}) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunks.append(json.loads(line[len("data: "):]))
+    finishing = [c["choices"][0] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+    assert len(finishing) == 1 and finishing[0]["sql"] == verdict
+    assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == choice["text"]
+    assert all("sql" not in c["choices"][0] for c in chunks if c["choices"] and not c["choices"][0]["finish_reason"])
+    r = http.post("/v1/completions", json={**body, "stream": True,
+                                            "structured_outputs": {"sql": {**sql, "on_invalid": "retry"}}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "structured_outputs.sql.on_invalid"
+    plain = http.post("/v1/completions", json={k: v for k, v in body.items() if k != "structured_outputs"})
+    assert plain.status_code == 200 and "sql" not in plain.json()["choices"][0]

@@ -1,0 +1,469 @@
+"""SqlScope: the identifier scopes of a sqlite SELECT, read left to right, one character at a time.
+
+A left-to-right grammar cannot see that `T2.name` names a column of the table T2 is bound to
+(the select list comes before FROM). `SqlScope` reads the text of a query as it is generated
+and says, character by character, whether it is still on course to resolve in sqlite:
+
+- one `_Scope` per SELECT core (subqueries nest: `(` + SELECT opens one, its `)` closes it;
+  UNION / INTERSECT / EXCEPT start a fresh core at the same depth);
+- before FROM, every `Q.col` adds col to the columns Q requires; `Q.col` is refused unless some
+  table has all of Q's required columns and col (or Q is bound in an enclosing scope to a
+  table that has col); a bare column is recorded;
+- in FROM, an alias (`t AS a` / `t a`) is refused when its table lacks a column the alias is
+  required to have, or when it is already bound; a plain table name binds itself; the FROM
+  clause cannot end (WHERE / GROUP / ORDER / LIMIT / HAVING / set op / `)` / `;` / end of text)
+  while a qualifier used before FROM is unbound or a bare column is in none of its tables;
+- after FROM (ON, WHERE, GROUP BY, HAVING, ORDER BY), a qualifier must be bound (in this scope
+  or an enclosing one), its column must belong to its table, and a bare column must belong
+  to one of the tables in scope (or be a select-list alias), unless a subquery in FROM (whose
+  columns are unknown here) is in scope;
+- a keyword is never an alias or a qualifier; a quoted identifier (`"x"`, `` `x` ``, `[x]`)
+  is a name in FROM and before `.`, elsewhere an opaque literal (Spider writes strings in
+  double quotes); `Q."col"` is refused (only bare columns after a qualifier).
+
+`feed(text)` returns False at the first character that breaks a rule (state then undefined:
+feed a `copy()`); `viable()` says whether the word being typed can still end well;
+`can_end()` whether the text may stop here. `word_set()` is the finite set of words the word
+now being typed must be a prefix of (None: any identifier may follow), for the mask layer.
+`signature()` is a hashable summary: equal signatures behave equally on every text.
+
+Assumes the text is grammar-valid SQL (grammars.sql): it does not check syntax, only names.
+Knows nothing of tokens, masks or backends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+KEYWORDS = frozenset((
+    "select distinct all from where group by having order asc desc limit offset union "
+    "intersect except join inner left right full outer cross natural on as and or not in "
+    "like glob between is null exists case when then else end cast").split())
+_JOIN_WORDS = frozenset("natural inner cross left right full outer join".split())
+_FROM_END = frozenset("where group having order limit union intersect except".split())
+_SET_OPS = frozenset("union intersect except".split())
+_OPERAND_WORDS = frozenset("not null case cast exists".split())
+# after these keywords an operand (not an operator) comes next
+_STRICT_AFTER = frozenset("where on by having and or when then else between is distinct like glob".split())
+_AFTER_PAREN_WORDS = frozenset("select distinct".split())
+_QUOTES = {'"': '"', "`": "`", "[": "]"}
+
+
+@dataclass
+class _Scope:
+    depth: int  # paren depth of this SELECT core
+    clause: str = "select"  # select | from | on | after
+    refs: dict[str, frozenset[str]] = field(default_factory=dict)  # qualifier -> required cols
+    bare: set[str] = field(default_factory=set)  # bare columns used before FROM
+    bound: dict[str, str | None] = field(default_factory=dict)  # name -> table (None: subquery)
+    aliases: set[str] = field(default_factory=set)  # select-list aliases (`AS x`)
+    slot: str = ""  # FROM slot: table | after_table | after_as | after_alias | after_sub | join_kw
+    table: str | None = None  # table of the current FROM item
+    joined: bool = False  # current FROM item came after JOIN (ON may follow)
+    compound: bool = False  # a set operation came before: ORDER BY names result columns
+    core_pending: bool = False  # after UNION/INTERSECT/EXCEPT, before its SELECT
+
+    def copy(self) -> _Scope:
+        return _Scope(self.depth, self.clause, dict(self.refs), set(self.bare), dict(self.bound),
+                      set(self.aliases), self.slot, self.table, self.joined, self.compound,
+                      self.core_pending)
+
+    def key(self) -> tuple[object, ...]:
+        return (self.depth, self.clause, tuple(sorted(self.refs.items())), tuple(sorted(self.bare)),
+                tuple(sorted(self.bound.items(), key=lambda kv: kv[0])), tuple(sorted(self.aliases)),
+                self.slot, self.table, self.joined, self.compound, self.core_pending)
+
+
+class SqlSchema:
+    """Lower-cased view of `{table: [columns]}` with the lookups SqlScope needs."""
+
+    def __init__(self, tables: dict[str, list[str]], functions: frozenset[str]) -> None:
+        self.columns = {t.lower(): frozenset(c.lower() for c in cols) for t, cols in tables.items()}
+        self.all_columns = frozenset(c for cols in self.columns.values() for c in cols)
+        self.functions = functions
+        self._fits: dict[frozenset[str], frozenset[str]] = {}
+        self.memo: dict[tuple[object, ...], Any] = {}  # for the mask layer: shared by its matchers
+
+    def fitting_columns(self, required: frozenset[str]) -> frozenset[str]:
+        """Columns col such that some table has all of `required` and col."""
+        hit = self._fits.get(required)
+        if hit is None:
+            hit = frozenset().union(*(cols for cols in self.columns.values() if required <= cols))
+            self._fits[required] = hit
+        return hit
+
+
+class SqlScope:
+    """Name-resolution state of one query being generated (see the module docstring)."""
+
+    __slots__ = ("schema", "scopes", "parens", "mode", "word", "word_set_at_start", "quoted",
+                 "pending", "qual", "operand", "last", "ended", "as_pending")
+
+    def __init__(self, schema: SqlSchema) -> None:
+        self.schema = schema
+        self.scopes: list[_Scope] = []
+        self.parens: list[bool] = []  # one per open "(": True when it holds a subquery
+        self.mode = ""  # "" | "'" | '"' | "`" | "[" (inside a literal / quoted name)
+        self.word = ""  # the identifier or number being typed (original case)
+        self.word_set_at_start: frozenset[str] | None = None
+        self.quoted = ""  # content of the quoted name being typed
+        self.pending: str | None = None  # a closed quoted name waiting for its next character
+        self.qual: str | None = None  # after `Q.`: the qualifier whose column comes next
+        self.operand = True  # an operand (not an operator) is expected next
+        self.last = ""  # last non-space character outside words
+        self.ended = False  # `;` seen
+        self.as_pending = False  # `AS` seen outside FROM: the next word is an alias or a type
+
+    def copy(self) -> SqlScope:
+        new = SqlScope.__new__(SqlScope)
+        new.schema = self.schema
+        new.scopes = [s.copy() for s in self.scopes]
+        new.parens = list(self.parens)
+        new.mode, new.word, new.word_set_at_start = self.mode, self.word, self.word_set_at_start
+        new.quoted, new.pending, new.qual = self.quoted, self.pending, self.qual
+        new.operand, new.last, new.ended = self.operand, self.last, self.ended
+        new.as_pending = self.as_pending
+        return new
+
+    def signature(self) -> tuple[object, ...]:
+        return (tuple(s.key() for s in self.scopes), tuple(self.parens), self.mode, self.word.lower(),
+                self.quoted.lower(), self.pending, self.qual, self.operand, self.last, self.ended, self.as_pending)
+
+    # -- text ---------------------------------------------------------------------------
+    def feed(self, text: str) -> bool:
+        for ch in text:
+            if not self._char(ch):
+                return False
+        return True
+
+    def viable(self) -> bool:
+        """Whether the word being typed is a prefix of a word that may come here."""
+        words = self.word_set_at_start
+        if not self.word or words is None or self.word[0].isdigit():
+            return True
+        low = self.word.lower()
+        return any(w.startswith(low) for w in words)
+
+    def can_end(self) -> bool:
+        """Whether the text may end here (as far as names go; the grammar decides syntax)."""
+        probe = self.copy()
+        return probe._char(" ") and probe._end_from() and not probe.parens
+
+    # -- the word that may start here ---------------------------------------------------
+    def word_set(self) -> frozenset[str] | None:
+        """Words (lower case) a word starting at this point must be a prefix of; None: any."""
+        if self.mode or self.pending is not None or self.as_pending:
+            return None
+        if self.qual is not None:
+            return self._column_choices(self.qual)
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is None or scope.core_pending:
+            return None
+        if scope.clause == "from" and scope.slot == "after_alias":
+            blocked = not self._resolved(scope)
+            words = set(_JOIN_WORDS) | ({"on"} if scope.joined else set())
+            return None if not blocked else frozenset(words)
+        if scope.clause in ("on", "after") and self.operand and not scope.compound:
+            visible = self._visible()
+            names = set(visible)
+            tables = [t for t in visible.values()]
+            if any(t is None for t in tables):
+                names |= self.schema.all_columns
+            else:
+                for table in tables:
+                    names |= self.schema.columns.get(table or "", frozenset())
+            names |= scope.aliases | self.schema.functions | _OPERAND_WORDS
+            if self.last == "(":
+                names |= _AFTER_PAREN_WORDS
+            return frozenset(names)
+        return None
+
+    # -- internals ----------------------------------------------------------------------
+    def _visible(self) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for scope in self.scopes:
+            if scope.clause != "select":
+                out.update(scope.bound)
+        return out
+
+    def _outer_binding(self, name: str) -> tuple[bool, str | None]:
+        for scope in reversed(self.scopes[:-1]):
+            if scope.clause != "select" and name in scope.bound:
+                return True, scope.bound[name]
+        return False, None
+
+    def _column_choices(self, qual: str) -> frozenset[str] | None:
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is None:
+            return None
+        if scope.clause != "select" and qual in scope.bound:
+            table = scope.bound[qual]
+            return None if table is None else self.schema.columns.get(table, frozenset())
+        outer, table = self._outer_binding(qual)
+        if scope.clause != "select":  # after FROM: the qualifier is bound in an outer scope
+            if not outer or table is None:
+                return None
+            return self.schema.columns.get(table, frozenset())
+        choices = self.schema.fitting_columns(scope.refs.get(qual, frozenset()))
+        if outer:
+            if table is None:
+                return None
+            if scope.refs.get(qual, frozenset()) <= self.schema.columns.get(table, frozenset()):
+                choices = choices | self.schema.columns.get(table, frozenset())
+        return choices
+
+    def _resolved(self, scope: _Scope) -> bool:
+        """Every qualifier and bare column used before FROM resolves in the tables bound so far."""
+        for qual, cols in scope.refs.items():
+            if qual in scope.bound:
+                continue  # its columns were checked when it was bound
+            outer, table = self._outer_binding(qual)
+            if not outer or (table is not None and not cols <= self.schema.columns.get(table, frozenset())):
+                return False
+        if scope.bare:
+            tables = list(scope.bound.values())
+            for s in self.scopes[:-1]:
+                if s.clause != "select":
+                    tables.extend(s.bound.values())
+            if None in tables:
+                return True
+            have = frozenset().union(*(self.schema.columns.get(t or "", frozenset()) for t in tables))
+            if not scope.bare <= have:
+                return False
+        return True
+
+    def _bind_plain_table(self, scope: _Scope) -> bool:
+        """The FROM item's table was not aliased: it binds its own name."""
+        if scope.slot == "after_table" and scope.table is not None:
+            table = scope.table
+            if table in scope.bound:
+                return False
+            if not scope.refs.get(table, frozenset()) <= self.schema.columns.get(table, frozenset()):
+                return False
+            scope.bound[table] = table
+            scope.slot = "after_alias"
+        return True
+
+    def _end_from(self) -> bool:
+        """The FROM clause of the innermost scope ends here (if it is open)."""
+        if not self.scopes:
+            return True
+        scope = self.scopes[-1]
+        if scope.clause in ("from", "on"):
+            if not self._bind_plain_table(scope) or not self._resolved(scope):
+                return False
+            scope.clause = "after"
+        return True
+
+    def _char(self, ch: str) -> bool:
+        if self.ended:
+            return ch.isspace()
+        mode = self.mode
+        if mode == "'":
+            if ch == "'":
+                self.mode = ""
+                self.operand = False
+            return True
+        if mode:
+            if ch == _QUOTES[mode]:
+                self.mode = ""
+                return self._quoted_closed(self.quoted)
+            self.quoted += ch
+            return True
+        if self.pending is not None:
+            name, self.pending = self.pending, None
+            if ch == ".":
+                return self._qualifier(name)
+            self.operand = False  # an opaque literal / quoted name was an operand
+        if ch in IDENT_CHARS:
+            if not self.word:
+                self.word_set_at_start = self.word_set()
+            self.word += ch
+            return True
+        if self.word:
+            word, self.word = self.word, ""
+            if not self._word(word, ch):
+                return False
+        if ch.isspace():
+            return True
+        return self._punct(ch)
+
+    def _punct(self, ch: str) -> bool:
+        scope = self.scopes[-1] if self.scopes else None
+        if ch == ".":
+            return True  # a qualifier's dot (the qualifier was read) or a decimal point
+        self.last = ch
+        if self.qual is not None:
+            qual, self.qual = self.qual, None
+            if ch != "*":
+                return False  # `Q."col"` or garbage after `Q.`
+            if scope is not None and scope.clause == "select":
+                scope.refs[qual] = scope.refs.get(qual, frozenset())
+            self.operand = False
+            return True
+        if ch in _QUOTES:
+            self.mode, self.quoted = ch, ""
+            return True
+        if ch == "'":
+            self.mode = "'"
+            return True
+        if ch == "(":
+            self.parens.append(False)
+            self.operand = True
+            if scope is not None and scope.clause == "from" and scope.slot == "table":
+                scope.slot = "sub_open"
+            return True
+        if ch == ")":
+            if not self.parens:
+                return True
+            if self.parens.pop():
+                if not self._end_from():
+                    return False
+                self.scopes.pop()
+                outer = self.scopes[-1] if self.scopes else None
+                if outer is not None and outer.clause == "from" and outer.slot == "sub_open":
+                    outer.slot, outer.table = "after_sub", None
+                    outer.bound[f"({len(outer.bound)})"] = None  # its columns are unknown here
+            self.operand = False
+            return True
+        if ch == ";":
+            if not self._end_from() or self.parens:
+                return False
+            self.ended = True
+            return True
+        if ch == ",":
+            self.operand = True
+            if scope is not None and len(self.parens) == scope.depth and scope.clause in ("from", "on"):
+                if scope.clause == "from" and not self._bind_plain_table(scope):
+                    return False
+                scope.clause, scope.slot, scope.joined = "from", "table", False
+            return True
+        if ch == "*":
+            self.operand = not self.operand  # `count(*)` / `SELECT *`, else a product
+            return True
+        self.operand = True  # operator
+        return True
+
+    def _quoted_closed(self, name: str) -> bool:
+        low = name.lower()
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is not None and scope.clause in ("from", "on") and scope.slot in (
+                "table", "after_table", "after_as", "after_sub"):
+            return self._from_name(scope, low)
+        self.pending = low
+        return True
+
+    def _qualifier(self, name: str) -> bool:
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is None or name in KEYWORDS:
+            return False
+        if scope.clause != "select" and name not in self._visible():
+            return False
+        self.qual = name
+        return True
+
+    def _word(self, word: str, nxt: str) -> bool:
+        """A complete bare word, followed by the character `nxt`."""
+        low = word.lower()
+        last, self.last = self.last, "w"
+        if word[0].isdigit():
+            self.operand = nxt == "."  # `1.5`: the digits after the point are the operand
+            return True
+        scope = self.scopes[-1] if self.scopes else None
+        if self.qual is not None:
+            qual, self.qual = self.qual, None
+            choices = self._column_choices(qual)
+            if choices is not None and low not in choices:
+                return False
+            if scope is not None and scope.clause == "select" and qual not in scope.bound:
+                scope.refs[qual] = scope.refs.get(qual, frozenset()) | {low}
+            self.operand = False
+            return True
+        if nxt == ".":
+            return self._qualifier(low)
+        if self.as_pending:  # a select-list alias, or the type of CAST(x AS type)
+            self.as_pending = False
+            self.operand = False
+            if scope is not None:
+                scope.aliases.add(low)
+            return True
+        if low in KEYWORDS:
+            return self._keyword(low, last)
+        if scope is None:
+            return True
+        if scope.clause == "from" and scope.slot in ("table", "after_table", "after_as", "after_sub"):
+            return self._from_name(scope, low)
+        words = self.word_set_at_start
+        self.operand = False
+        if low in self.schema.functions:
+            return True
+        if scope.clause == "select":
+            scope.bare.add(low)
+            return True
+        return words is None or low in words
+
+    def _from_name(self, scope: _Scope, low: str) -> bool:
+        slot = scope.slot
+        if slot == "table":
+            scope.table, scope.slot = low, "after_table"
+            return True
+        table = scope.table if slot != "after_sub" else None
+        if low in scope.bound or low in KEYWORDS:
+            return False
+        required = scope.refs.get(low, frozenset())
+        if table is not None and not required <= self.schema.columns.get(table, frozenset()):
+            return False
+        scope.bound[low] = table
+        scope.slot = "after_alias"
+        return True
+
+    def _keyword(self, low: str, last: str) -> bool:
+        scope = self.scopes[-1] if self.scopes else None
+        depth = len(self.parens)
+        if low == "not":
+            self.operand = self.operand  # unary NOT keeps an operand coming; `x NOT IN` does not
+        else:
+            self.operand = low in _STRICT_AFTER or low == "select"
+        if low == "select":
+            if self.parens and last == "(" and (scope is None or depth > scope.depth):
+                self.parens[-1] = True
+                self.scopes.append(_Scope(depth))
+            elif scope is None:
+                self.scopes.append(_Scope(depth))
+            elif scope.core_pending and depth == scope.depth:
+                self.scopes[-1] = _Scope(depth, compound=True)
+            self.last = "k"
+            return True
+        self.last = "k"
+        if low == "as":
+            if (scope is not None and depth == scope.depth and scope.clause == "from"
+                    and scope.slot in ("after_table", "after_sub")):
+                scope.slot = "after_as"
+            else:
+                self.as_pending = True
+            return True
+        if scope is None or depth != scope.depth:
+            return True
+        if low == "from" and scope.clause == "select":
+            scope.clause, scope.slot, scope.table, scope.joined = "from", "table", None, False
+            return True
+        if scope.clause in ("from", "on") and low in _JOIN_WORDS:
+            if scope.clause == "from" and not self._bind_plain_table(scope):
+                return False
+            scope.clause = "from"
+            scope.slot = "table" if low == "join" else "join_kw"
+            scope.joined = True
+            return True
+        if low == "on" and scope.clause == "from":
+            if not self._bind_plain_table(scope):
+                return False
+            scope.clause = "on"
+            return True
+        if low in _FROM_END:
+            if not self._end_from():
+                return False
+            if low in _SET_OPS:
+                scope.core_pending = True
+        return True

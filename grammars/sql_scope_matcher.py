@@ -1,0 +1,224 @@
+"""ScopedSqlMatcher: a schema-aware SQL grammar matcher whose masks also respect identifier scopes.
+
+Contract (the Matcher contract of grammars.matcher, plus):
+- wraps the grammar's own matcher (`inner`, e.g. the xgrammar one) and a `SqlScope` per
+  accepted token (grammars.sql_scope); a token is accepted iff the grammar accepts it and the
+  scope reader accepts its text with the word being typed still viable; a stop token iff the
+  grammar is complete and the scope reader may end (every qualifier bound, ...).
+- `fill_mask` is the grammar's mask ANDed with the scope layer's, exact over the whole
+  vocabulary: word pieces (grammars.sql_vocab: ~84k tokens that are at most one separator
+  and one identifier run) are restricted with precomputed groups, never a vocabulary loop;
+  every other token the grammar allows here is read by the scope reader one by one, memoized
+  by (scope signature, token shape). A token is allowed iff `accept_token` would accept it.
+- Never a dead end by construction of SqlScope: a prefix it lets through can always be
+  completed (an alias can be any identifier, a bound qualifier exists after FROM, a table
+  with the required columns exists before it, JOIN is always possible while FROM must go on).
+- `rollback(n)` pops n scope states and rolls the inner matcher back: exact.
+- `stats` counts fills, tokens read one by one and memo hits (pure counters).
+
+Knows nothing of sampling, engines or HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from grammars.matcher import Matcher
+from grammars.sql_scope import SqlSchema, SqlScope
+from grammars.sql_vocab import BIG_KINDS, SqlVocab
+
+_MEMO = 1 << 17  # entries; the memo is cleared when it grows past this
+_CLOSER = {'"': '"', "`": "`", "[": "]"}
+
+
+class _Signature:
+    """A SqlScope signature with its hash computed once (signatures are nested tuples)."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple[object, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, _Signature) and self._hash == other._hash
+                                 and self.value == other.value)
+
+
+class ScopedSqlMatcher(Matcher):
+    def __init__(self, inner: Matcher, *, schema: SqlSchema, vocab: SqlVocab,
+                 vocab_size: int, stop_token_ids: Sequence[int],
+                 encode: Callable[[str], list[int]]) -> None:
+        super().__init__(vocab_size=vocab_size, stop_token_ids=stop_token_ids, encode=encode)
+        self.inner = inner
+        self.vocab = vocab
+        self._states = [SqlScope(schema)]
+        self._signatures: list[_Signature | None] = [None]
+        self._memo = schema.memo  # (signature, what) -> verdict / mask, shared by the grammar's matchers
+        self.stats = {"fills": 0, "checked": 0, "memo_hits": 0}
+        self._none = np.zeros(vocab.num_words, dtype=np.int32)
+        self._stop_ids = np.asarray(sorted(self._stop_set), dtype=np.int64)
+
+    # -- the scope reader on one token ------------------------------------------------------
+    def _reads(self, state: SqlScope, token_id: int) -> SqlScope | None:
+        probe = state.copy()
+        if probe.feed(self.vocab.text[token_id]) and probe.viable():
+            return probe
+        return None
+
+    def _signature(self) -> _Signature:
+        """The current state's signature, with its hash computed once (a memo key)."""
+        signature = self._signatures[-1]
+        if signature is None:
+            signature = self._signatures[-1] = _Signature(self._states[-1].signature())
+        return signature
+
+    # -- Matcher primitives -----------------------------------------------------------------
+    def _accept(self, token_id: int) -> bool:
+        after = self._reads(self._states[-1], token_id)
+        if after is None or not self.inner._accept(token_id):
+            return False
+        self._states.append(after)
+        self._signatures.append(None)
+        return True
+
+    def _rollback(self, num_tokens: int) -> None:
+        self.inner._rollback(num_tokens)
+        del self._states[len(self._states) - num_tokens:]
+        del self._signatures[len(self._signatures) - num_tokens:]
+
+    def _is_complete(self) -> bool:
+        return self.inner._is_complete() and self._states[-1].can_end()
+
+    def _jump_forward(self) -> str:
+        return ""  # the grammar's forced text may break a scope rule; propose none
+
+    def _fill(self, bitmask: torch.Tensor, row: int) -> None:  # bitmask [R, W] int32
+        self.inner._fill(bitmask, row)
+        self.stats["fills"] += 1
+        words = bitmask[row].numpy()  # [W] int32, shares memory with the tensor
+        state = self._states[-1]
+        if not self._cached(("end",), state.can_end):
+            for stop in self.stop_token_ids:
+                _clear(words, stop)
+        self._restrict_pieces(words, state)
+        self._check_rest(words, state)
+
+    def _remember(self, key: tuple[object, ...], value: Any) -> None:
+        if len(self._memo) > _MEMO:
+            self._memo.clear()
+        self._memo[key] = value
+
+    def _cached(self, what: tuple[object, ...], compute: Callable[[], Any]) -> Any:
+        key = (self._signature(), *what)
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        value = compute()
+        self._remember(key, value)
+        return value
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
+        """Allowed pieces of `kind` (a pre other than ""): None when all are, or all refused
+        (an all-zero mask) when the pre itself breaks a rule."""
+        return self._cached(("kind", kind), lambda: self._compute_piece_mask(state, kind))  # type: ignore[no-any-return]
+
+    def _compute_piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
+        after = state.copy()
+        if not after.feed(kind):
+            return self._none
+        allowed = after.word_set()
+        return None if allowed is None else self.vocab.allowed(kind, "", allowed)
+
+    def _restrict_pieces(self, words: np.ndarray[Any, Any], state: SqlScope) -> None:
+        vocab = self.vocab
+        for kind in BIG_KINDS:
+            if kind == "":
+                typed = state.word
+                if typed and typed[0].isdigit():
+                    continue
+                allowed = state.word_set_at_start if typed else self._cached(("set",), state.word_set)
+                if allowed is not None:
+                    words &= ~vocab.pieces[kind] | vocab.allowed(kind, typed.lower(), allowed)
+                continue
+            mask = self._piece_mask(state, kind)
+            if mask is not None:
+                words &= ~vocab.pieces[kind] | mask
+
+    def _check_rest(self, words: np.ndarray[Any, Any], state: SqlScope) -> None:
+        vocab = self.vocab
+        if state.mode:  # inside a literal / quoted name: only a closing character matters
+            rest = words & vocab.closing["'" if state.mode == "'" else _CLOSER[state.mode]]
+        else:
+            for cls, text in ((vocab.blank, " "), (vocab.ops, " =")):
+                if not self._cached(("class", text), lambda text=text: state.copy().feed(text)):  # type: ignore[misc]
+                    words &= ~cls
+            rest = words & ~vocab.classed
+        hot = np.flatnonzero(rest)
+        if not len(hot):
+            return
+        bits = np.unpackbits(rest[hot].view(np.uint8), bitorder="little").reshape(len(hot), 32)
+        rows, cols = np.nonzero(bits)
+        ids = hot[rows] * 32 + cols  # [n] token ids the grammar allows, still to decide
+        kinds = vocab.kind_of[ids]
+        if not state.mode:  # pieces of the small kinds: one reading per kind, then groups
+            for kind_index in np.unique(kinds[kinds >= 0]).tolist():
+                members = ids[kinds == kind_index]
+                mask = self._piece_mask(state, vocab.kinds[kind_index])
+                if mask is not None:
+                    refused = members[((mask[members >> 5] >> (members & 31)) & 1) == 0]
+                    _clear_many(words, refused)
+            ids = ids[kinds < 0]
+        signature = self._signature()
+        memo = self._memo
+        ids = ids[~np.isin(ids, self._stop_ids)]
+        # one reading per shape (outside a literal), per token inside one
+        keys = -1 - ids if state.mode else vocab.shape_id[ids]
+        unique, first = np.unique(keys, return_index=True)
+        refused = []
+        for key, token_id in zip(unique.tolist(), ids[first].tolist(), strict=True):
+            verdict = memo.get((signature, key))
+            if verdict is None:
+                self.stats["checked"] += 1
+                verdict = self._reads(state, token_id) is not None
+                self._remember((signature, key), verdict)
+            else:
+                self.stats["memo_hits"] += 1
+            if not verdict:
+                refused.append(key)
+        if refused:
+            _clear_many(words, ids[np.isin(keys, refused)])
+
+
+def _clear_many(words: np.ndarray[Any, Any], token_ids: np.ndarray[Any, Any]) -> None:
+    if len(token_ids):
+        np.bitwise_and.at(words.view(np.uint32), token_ids >> 5,
+                          ~np.left_shift(np.uint32(1), (token_ids & 31).astype(np.uint32)))
+
+
+def _clear(words: np.ndarray[Any, Any], token_id: int) -> None:  # words: int32 [W]
+    view = words.view(np.uint32)
+    view[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+
+
+def sql_scope_schema(tables: dict[str, list[str]]) -> SqlSchema:
+    """The scope layer's view of a schema (one per compiled grammar: its memo is shared)."""
+    from grammars.sql import FUNCTIONS
+
+    return SqlSchema(tables, FUNCTIONS)
+
+
+def scoped_sql_matcher(inner: Matcher, *, schema: SqlSchema, vocab: SqlVocab) -> ScopedSqlMatcher:
+    """`inner` (a schema-aware SQL grammar's matcher) with the scope layer on top."""
+    return ScopedSqlMatcher(inner, schema=schema, vocab=vocab,
+                            vocab_size=inner.vocab_size, stop_token_ids=inner.stop_token_ids,
+                            encode=inner._encode)

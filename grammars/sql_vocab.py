@@ -1,0 +1,199 @@
+"""SqlVocab: a tokenizer's vocabulary seen as SQL words, built once per tokenizer for the scope mask.
+
+Contract: `SqlVocab(decoded_vocab, vocab_size=)` reads each token's text (bytes, decoded with
+replacement) once. A token is a *word piece* of kind k when its text is `pre + word` with
+`word` one run of identifier characters ([A-Za-z0-9_$]) reaching the end of the token and
+k = `canonical_pre(pre)` (whitespace runs as " ", other non-structural runs as "="; SqlScope
+reads a pre and its canonical form alike): "" (the word continues the one being typed, or
+starts right here), " ", ".", "(", "=", ",", "'", ... On the Qwen2.5 vocabulary ~92k of 152k
+tokens are word pieces, the bulk of what a grammar allows at an identifier position; the
+other tokens (punctuation, several words, a word followed by more text) are read one by one
+by the mask layer (grammars.sql_scope_matcher), cheap because a SQL grammar allows few.
+
+- `kind_of[i]` is token i's kind index into `kinds` (-1: not a word piece); `pieces[k]` the
+  int32 word mask [W] of the pieces of the four big kinds ("", " ", ".", "(");
+- `allowed(k, typed, words)` is the int32 word mask [W] of the word pieces of kind k that keep
+  `typed + word` a prefix of one of `words` (lower case; `typed` is the part of the word
+  already generated, "" for kinds other than ""), plus `digits[k]` when `typed` is "": a
+  union of precomputed groups (one per (kind, lower-cased word)), never a loop over the
+  vocabulary; results are cached (LRU, bounded). Pieces whose word starts with a digit
+  (numbers) are always in it when `typed` is "" (the scope layer never restricts numbers).
+- `closing[c]` (c one of ' " ` ]) is the int32 word mask [W] of the tokens containing c: inside
+  a literal or quoted name, only those can change what SqlScope reads; `blank` the tokens
+  that are whitespace only and `ops` those made of whitespace and operator characters
+  (=<>!+-/%|&~^, at least one): each class reads like one representative (" ", " =").
+- `text[i]` is token i's text ("" past the decoded vocabulary); `shape[i]` = `reading_shape`:
+  two tokens with one shape read the same to SqlScope from any state outside a literal.
+
+Knows nothing of grammars, matchers or HTTP.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+BIG_KINDS = ("", " ", ".", "(", "=", ",")  # the kinds with a whole-vocabulary mask
+_PIECE = re.compile(r"([^A-Za-z0-9_$]*)([A-Za-z0-9_$]+)\Z")
+_STRUCTURAL = frozenset(".(),;*'\"`[]")
+IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+_BLANK = re.compile(r"\s+\Z")
+_OPS = re.compile(r"[\s=<>!+\-/%|&~^]*[=<>!+\-/%|&~^][\s=<>!+\-/%|&~^]*\Z")
+CLOSERS = ("'", '"', "`", "]")
+_CACHE = 4096
+
+
+def _pack(ids: npt.NDArray[np.int64], words: int) -> npt.NDArray[np.int32]:
+    """int32 word mask [words] with the bits of `ids` set."""
+    out = np.zeros(words, dtype=np.uint32)
+    if len(ids):
+        np.bitwise_or.at(out, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+    return out.view(np.int32)
+
+
+def canonical_pre(pre: str) -> str:
+    """`pre` as SqlScope reads it before a word: a whitespace-only pre is " "; otherwise
+    whitespace outside quotes is dropped (it only ends the word being typed, as the next
+    character does anyway) and runs of other non-structural characters (operators,
+    non-ASCII) become one "="."""
+    if pre and pre.isspace():
+        return " "
+    out: list[str] = []
+    closer = ""
+    for ch in pre:
+        if closer:
+            out.append(ch)
+            closer = "" if ch == closer else closer
+            continue
+        if ch.isspace():
+            continue
+        c = ch if ch in _STRUCTURAL else "="
+        if c == "=" and out and out[-1] == "=":
+            continue
+        out.append(c)
+        closer = _OPEN.get(ch, "")
+    return "".join(out)
+
+
+_OPEN = {"'": "'", '"': '"', "`": "`", "[": "]"}
+
+
+def reading_shape(text: str) -> str:
+    """`text` as SqlScope reads it from outside a literal: identifier runs lower-cased,
+    whitespace runs as " ", other non-structural runs as "=", the content of a '...' literal
+    dropped (only its quotes kept), a quoted name's kept lower-cased when it closes in the
+    token (an unclosed one's content is read only once it closes, so it is dropped)."""
+    out: list[str] = []
+    closer = ""
+    opened = 0  # len(out) right after the opening quote of an unclosed quoted name
+    for ch in text:
+        if closer:
+            if ch == closer:
+                out.append(ch)
+                closer = ""
+            elif closer != "'":  # a quoted name: its text matters once it closes
+                out.append(ch.lower())
+            continue
+        if ch in IDENT:
+            out.append(ch.lower())
+            continue
+        c = " " if ch.isspace() else ch if ch in _STRUCTURAL else "="
+        if out and c in " =" and out[-1] == c:
+            continue
+        out.append(c)
+        closer = _OPEN.get(ch, "")
+        opened = len(out)
+    if closer and closer != "'":
+        del out[opened:]
+    return "".join(out)
+
+
+class SqlVocab:
+    def __init__(self, decoded_vocab: Sequence[bytes], *, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+        self.num_words = (vocab_size + 31) // 32
+        self.text: list[str] = [""] * vocab_size
+        self.shape: list[str] = [""] * vocab_size
+        groups: dict[tuple[str, str], list[int]] = {}
+        members: dict[str, list[int]] = {kind: [] for kind in BIG_KINDS}
+        digits: dict[str, list[int]] = {}
+        kind_index: dict[str, int] = {kind: i for i, kind in enumerate(BIG_KINDS)}
+        self.kind_of = np.full(vocab_size, -1, dtype=np.int32)  # [V] kind index, -1: not a piece
+        closing: dict[str, list[int]] = {c: [] for c in CLOSERS}
+        blank: list[int] = []
+        ops: list[int] = []
+        for token_id, raw in enumerate(decoded_vocab[:vocab_size]):
+            text = raw.decode("utf-8", errors="replace")
+            self.text[token_id] = text
+            self.shape[token_id] = reading_shape(text)
+            for closer in CLOSERS:
+                if closer in text:
+                    closing[closer].append(token_id)
+            if _BLANK.match(text):
+                blank.append(token_id)
+            elif _OPS.match(text):
+                ops.append(token_id)
+            match = _PIECE.match(text)
+            if match is None:
+                continue
+            kind, word = canonical_pre(match.group(1)), match.group(2)
+            self.kind_of[token_id] = kind_index.setdefault(kind, len(kind_index))
+            groups.setdefault((kind, word.lower()), []).append(token_id)
+            if kind in members:
+                members[kind].append(token_id)
+            if word[0].isdigit():
+                digits.setdefault(kind, []).append(token_id)
+        words = self.num_words
+        self._groups = {key: np.asarray(ids, dtype=np.int64) for key, ids in groups.items()}
+        self.kinds = list(kind_index)  # kind index -> canonical pre
+        self.pieces = {kind: _pack(np.asarray(members[kind], dtype=np.int64), words) for kind in BIG_KINDS}
+        self._digits = {kind: _pack(np.asarray(ids, dtype=np.int64), words) for kind, ids in digits.items()}
+        self._no_digits = np.zeros(words, dtype=np.int32)
+        self.any_piece = np.bitwise_or.reduce([self.pieces[kind] for kind in BIG_KINDS])
+        self.closing = {c: _pack(np.asarray(closing[c], dtype=np.int64), words) for c in CLOSERS}
+        self.blank = _pack(np.asarray(blank, dtype=np.int64), words)
+        self.ops = _pack(np.asarray(ops, dtype=np.int64), words)
+        self.classed = self.any_piece | self.blank | self.ops
+        shape_ids: dict[str, int] = {}
+        self.shape_id = np.asarray([shape_ids.setdefault(shape, len(shape_ids)) for shape in self.shape],
+                                   dtype=np.int64)  # [V] id of the token's reading shape
+        self._cache: OrderedDict[tuple[str, str, frozenset[str]], npt.NDArray[np.int32]] = OrderedDict()
+
+    def allowed(self, kind: str, typed: str, words: frozenset[str]) -> npt.NDArray[np.int32]:
+        """Word pieces of `kind` that keep `typed + word` a prefix of one of `words`."""
+        key = (kind, typed, words)
+        hit = self._cache.get(key)
+        if hit is not None:
+            try:
+                self._cache.move_to_end(key)
+            except KeyError:  # evicted meanwhile by another thread's matcher
+                pass
+            return hit
+        ids: list[npt.NDArray[np.int64]] = []
+        seen: set[str] = set()
+        start = len(typed)
+        for word in words:
+            if not word.startswith(typed):
+                continue
+            for end in range(start + 1, len(word) + 1):
+                piece = word[start:end]
+                if piece in seen:
+                    continue
+                seen.add(piece)
+                group = self._groups.get((kind, piece))
+                if group is not None:
+                    ids.append(group)
+        mask = _pack(np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64), self.num_words)
+        if not typed:
+            mask = mask | self._digits.get(kind, self._no_digits)
+        self._cache[key] = mask
+        if len(self._cache) > _CACHE:
+            try:
+                self._cache.popitem(last=False)
+            except KeyError:
+                pass
+        return mask

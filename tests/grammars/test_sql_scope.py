@@ -1,0 +1,226 @@
+"""The identifier-scope layer of schema-aware SQL (grammars.sql_scope, grammars.sql_scope_matcher):
+gold Spider queries pass, the model outputs sqlite refused (alias-qualified columns of the
+wrong table) are refused at the right character and token, the mask equals the token-by-token
+reading exactly, rollback is exact, and random walks under the mask run on sqlite."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import random
+from typing import Any
+
+import pytest
+import torch
+
+from grammars import spec_from_request
+from grammars.sql import FUNCTIONS, parse_sql_schema
+from grammars.sql_check import check_sql
+from grammars.sql_scope import SqlSchema, SqlScope
+from tokenmask import unpack_bitmask
+
+SPIDER = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "text2sql" / "spider"
+# Outputs of Qwen2.5-Coder-1.5B under the grammar that sqlite refused (text2sql accuracy run,
+# 24 questions) and the prefix at whose last character the scope layer refuses them.
+REFUSED = [
+    ("concert_singer", "SELECT T1.Name, T1.Capacity FROM stadium AS T1 JOIN concert AS T2 ON "
+     "T1.Stadium_ID = T2.Stadium_ID ORDER BY T2.Average DESC LIMIT 1", "ORDER BY T2.A"),
+    ("pets_1", "SELECT T1.Major, T1.Age FROM Student AS T1 JOIN Has_Pet AS T2 ON T1.StuID = "
+     "T2.StuID WHERE T2.PetType = 'dog'", "WHERE T2.PetT"),
+    ("car_1", "SELECT DISTINCT T2.Model FROM car_names AS T1 INNER JOIN model_list AS T2 ON "
+     "T1.Model = T2.Model WHERE T1.Make = 'General Motors' OR T1.Weight > 3500", "OR T1.W"),
+    ("course_teach", "SELECT T1.Name, T2.Course FROM teacher AS T1 JOIN course_arrange AS T2 ON "
+     "T1.Teacher_ID = T2.Teacher_ID", "course_arrange AS T2 "),
+    ("singer", "SELECT T1.Title, T2.Name FROM singer AS T1 JOIN song AS T2 ON T1.Singer_ID = "
+     "T2.Singer_ID", "FROM singer AS T1 "),
+]
+
+
+def _tables(db: str) -> dict[str, list[str]]:
+    return parse_sql_schema((SPIDER / "ddl" / f"{db}.sql").read_text())
+
+
+def _gold() -> list[dict[str, Any]]:
+    return json.loads((SPIDER / "dev.json").read_text())  # type: ignore[no-any-return]
+
+
+def _refused_at(query: str, tables: dict[str, list[str]]) -> int | None:
+    """Index of the character the scope reader refuses (len(query) when it cannot end)."""
+    scope = SqlScope(SqlSchema(tables, FUNCTIONS))
+    for index, ch in enumerate(query):
+        if not scope.feed(ch) or not scope.viable():
+            return index
+    return None if scope.can_end() else len(query)
+
+
+def _compiled(compiler: Any, db: str) -> Any:
+    ddl = (SPIDER / "ddl" / f"{db}.sql").read_text()
+    return compiler.compile(spec_from_request({"response_format": {"type": "sql", "sql": {"schema": ddl}}}))
+
+
+def test_scope_reader_passes_every_gold_query() -> None:
+    refused = [(e["query"], at) for e in _gold() if (at := _refused_at(e["query"], _tables(e["db_id"])))
+               is not None]
+    assert not refused, refused[:3]
+
+
+@pytest.mark.parametrize("db,query,prefix", REFUSED)
+def test_scope_reader_refuses_wrong_table_columns_where_they_start(db: str, query: str, prefix: str) -> None:
+    tables = _tables(db)
+    assert not check_sql(query, tables).valid  # sqlite refuses it
+    at = _refused_at(query, tables)
+    assert at is not None and query[: at + 1].endswith(prefix), (at, query[: (at or 0) + 1])
+
+
+def test_scope_reader_rules() -> None:
+    tables = {"singer": ["id", "name"], "song": ["id", "title", "singer_id"]}
+    ok = ["SELECT T2.title FROM singer AS T1 JOIN song AS T2 ON T1.id = T2.singer_id",
+          "SELECT name FROM singer WHERE id IN (SELECT singer_id FROM song AS s WHERE s.title = 'x')",
+          "SELECT count(*) AS n FROM singer GROUP BY name ORDER BY n DESC",
+          "SELECT singer.name FROM singer", "SELECT x.id FROM (SELECT id FROM song) AS x",
+          "SELECT name FROM singer UNION SELECT title FROM song ORDER BY name"]
+    for query in ok:
+        assert _refused_at(query, tables) is None, query
+        assert check_sql(query, tables).valid, query
+    bad = {"SELECT T1.title, T1.name FROM": "SELECT T1.title, T1.n",  # no table has both
+           "SELECT T1.title FROM singer AS T1 WHERE": "singer AS T1 ",  # singer has no title
+           "SELECT T9.name FROM singer AS T1 WHERE": "singer AS T1 W",  # T9 never bound, FROM ends
+           "SELECT name FROM singer AS T1 WHERE T2.id = 1": "WHERE T2",  # not a bound qualifier
+           "SELECT name FROM song": "FROM song",  # bare `name` in no FROM table (it cannot end)
+           "SELECT singer.name FROM singer AS s WHERE": "AS s W"}  # an aliased table loses its name
+    for query, prefix in bad.items():
+        at = _refused_at(query, tables)
+        assert at is not None and query[: at + 1].endswith(prefix) or (
+            at == len(query) and query.endswith(prefix)), (query, at)
+
+
+@pytest.mark.slow
+def test_every_gold_query_accepted_token_by_token(xgr_compiler: Any) -> None:
+    refused = []
+    for example in _gold():
+        matcher = _compiled(xgr_compiler, example["db_id"]).matcher()
+        tokens = xgr_compiler.encode(example["query"])
+        if matcher.validate(tokens) != len(tokens) or not (matcher.accept_text(example["query"])
+                                                          and matcher.can_stop()):
+            refused.append(example["query"])
+    assert not refused, refused[:3]
+
+
+@pytest.mark.parametrize("db,query,prefix", REFUSED)
+def test_refused_at_the_token_that_names_the_wrong_column(xgr_compiler: Any, db: str, query: str,
+                                                          prefix: str) -> None:
+    compiled = _compiled(xgr_compiler, db)
+    tokens = xgr_compiler.encode(query)
+    matcher = compiled.matcher()
+    accepted = matcher.validate(tokens)
+    assert accepted < len(tokens)
+    text_before = xgr_compiler.tokenizer.decode(tokens[:accepted])
+    text_with = xgr_compiler.tokenizer.decode(tokens[: accepted + 1])
+    cut = query.index(prefix) + len(prefix)
+    assert len(text_before) < cut <= len(text_with), (text_before, text_with)
+    # the plain grammar accepts it all: the scope layer is what refuses
+    assert matcher.inner.validate(tokens) == len(tokens)  # type: ignore[attr-defined]
+    assert matcher.accept_text(text_before)
+    bitmask = xgr_compiler.allocate_bitmask(1)
+    matcher.fill_mask(bitmask, 0)
+    assert not unpack_bitmask(bitmask, bitmask.shape[1] * 32)[0, tokens[accepted]]
+
+
+def _mask_vs_reading(matcher: Any, bitmask: torch.Tensor, vocab_size: int) -> list[int]:
+    """Tokens where the mask and the token-by-token reading disagree (grammar-allowed ones)."""
+    matcher.fill_mask(bitmask, 0)
+    scoped = unpack_bitmask(bitmask[0:1], vocab_size)[0]
+    matcher.inner.fill_mask(bitmask, 1)
+    grammar = unpack_bitmask(bitmask[1:2], vocab_size)[0]
+    assert not bool((scoped & ~grammar).any())
+    wrong = []
+    for token in torch.nonzero(grammar).flatten().tolist():
+        if token in matcher.stop_token_ids:
+            expected = matcher.can_stop()
+        else:
+            expected = matcher._reads(matcher._states[-1], token) is not None
+        if bool(scoped[token]) != expected:
+            wrong.append(token)
+    return wrong
+
+
+@pytest.mark.slow
+def test_mask_equals_token_by_token_reading(xgr_compiler: Any) -> None:
+    rng = random.Random(0)
+    bitmask = xgr_compiler.allocate_bitmask(2)
+    vocab_size = xgr_compiler.vocab_size
+    checked = 0
+    for db, query, _ in REFUSED[:3]:
+        matcher = _compiled(xgr_compiler, db).matcher()
+        tokens = xgr_compiler.encode(query)
+        accepted = matcher.validate(tokens)
+        for position in sorted(rng.sample(range(accepted + 1), 3)):
+            matcher.rollback(matcher.num_accepted)
+            assert all(matcher.accept_token(t) for t in tokens[:position])
+            assert _mask_vs_reading(matcher, bitmask, vocab_size) == []
+            checked += 1
+    assert checked == 9
+
+
+def test_fill_masks_and_rollback_are_exact(xgr_compiler: Any) -> None:
+    db, query, _ = REFUSED[0]
+    good = query.replace("T2.Average", "T1.Capacity")
+    matcher = _compiled(xgr_compiler, db).matcher()
+    tokens = xgr_compiler.encode(good)
+    bitmask = xgr_compiler.allocate_bitmask(5)
+    single = xgr_compiler.allocate_bitmask(1)
+    for index in range(0, len(tokens) - 4, 3):
+        rows = matcher.fill_masks(bitmask, tokens[index : index + 4])
+        assert rows == 5
+        for row in range(5):
+            matcher.fill_mask(single, 0)
+            assert torch.equal(bitmask[row], single[0])
+            if row < 4:
+                assert matcher.accept_token(tokens[index + row])
+        matcher.rollback(4)
+        for token in tokens[index : index + 3]:
+            assert matcher.accept_token(token)
+    assert matcher.validate(tokens[matcher.num_accepted:]) == len(tokens) - matcher.num_accepted
+
+
+# sqlite refusals the scope layer does not try to prevent (ambiguity, aggregate placement)
+_OUT_OF_SCOPE = ("ambiguous column name", "misuse of aggregate", "aggregate functions are not allowed",
+                 "a GROUP BY clause is required")
+
+
+@pytest.mark.slow
+def test_random_walks_under_the_mask_run_on_sqlite(xgr_compiler: Any) -> None:
+    """Seeded random walks over the mask, ending as soon as the grammar may stop (biased to
+    short SQL): every completed walk is accepted by sqlite, or refused for a reason outside
+    the layer's rules (listed above)."""
+    db = "concert_singer"
+    tables = _tables(db)
+    compiled = _compiled(xgr_compiler, db)
+    vocab_size = xgr_compiler.vocab_size
+    bitmask = xgr_compiler.allocate_bitmask(1)
+    rng = random.Random(1)
+    seed_prefixes = ["SELECT T1.", "SELECT T2.", "SELECT count(*) FROM ", "SELECT name FROM ", "SELECT "]
+    completed = refused = 0
+    for walk in range(24):
+        matcher = compiled.matcher()
+        assert matcher.accept_text(seed_prefixes[walk % len(seed_prefixes)])
+        for _ in range(40):
+            if matcher.can_stop() and rng.random() < 0.5:
+                break
+            matcher.fill_mask(bitmask, 0)
+            allowed = torch.nonzero(unpack_bitmask(bitmask, vocab_size)[0]).flatten().tolist()
+            allowed = [t for t in allowed if t not in matcher.stop_token_ids]
+            assert allowed or matcher.can_stop()  # never a dead end
+            if not allowed:
+                break
+            short = [t for t in allowed if len(matcher.vocab.text[t].strip()) <= 6] or allowed
+            assert matcher.accept_token(rng.choice(short))
+        if not matcher.can_stop():
+            continue
+        completed += 1
+        text = xgr_compiler.tokenizer.decode(matcher._history)
+        verdict = check_sql(text, tables)
+        if not verdict.valid:
+            assert verdict.error and any(m in verdict.error for m in _OUT_OF_SCOPE), (text, verdict)
+            refused += 1
+    assert completed >= 5
