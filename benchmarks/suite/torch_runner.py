@@ -88,7 +88,7 @@ class TorchRunner:
                     model="bench-target", draft_model="bench-draft", drafter=config.drafter, k=key[1],
                     draft_mask=config.draft_mask, unmasked_mode=config.unmasked_mode,
                     adaptive_k=config.adaptive_k and self.costs is not None,
-                    **({} if config.prefix_cache else {"prefix_cache_mib": 0}),
+                    prefix_cache_mib=EngineConfig.prefix_cache_mib if config.prefix_cache else 0,
                 ),
                 costs=self.costs,
             )
