@@ -19,10 +19,11 @@ Knows nothing about policies: it records; `engine.adaptive` decides.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import time
 from typing import Any
+
+from benchmarks.common import write_json
 
 
 def trace_case(runner: Any, workload: Any, case: Any, *, k: int, max_tokens: int) -> dict[str, Any]:
@@ -98,9 +99,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name} {case.case_id[:40]}: {m}", flush=True)
     out = {"machine": {"cpu": cpu_info().describe(), "threads": args.threads, "dtype": dtype},
            "costs": costs.as_dict(), "traces": traces, "wall_s": time.perf_counter() - start}
-    path = pathlib.Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1) + "\n")
+    write_json(out, args.out)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ import sys
 import time
 from typing import Any
 
+from benchmarks.common import write_json
+
 OPTIONS: dict[str, dict[str, Any]] = {
     "bf16": {"dtype": "bfloat16", "env": {}},
     "fp32": {"dtype": "float32", "env": {}},
@@ -224,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
            "prefill": args.prefill, "rows": rows, "wall_s": time.perf_counter() - started}
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+    write_json(doc, out.with_suffix(".json"))
     out.with_suffix(".md").write_text(markdown(doc))
     print(markdown(doc))
     return 0

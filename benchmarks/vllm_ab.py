@@ -33,6 +33,7 @@ import pathlib
 import statistics
 from typing import Any
 
+from benchmarks.common import write_json
 from benchmarks.vllm_compare import SCHEMAS
 
 TOOLS = [{"type": "function", "function": {
@@ -218,9 +219,7 @@ def main() -> None:
     if result["greedy_outputs_differing"] is not None:
         print(f"greedy outputs differing between arms: {result['greedy_outputs_differing']} "
               f"of {result['prompts'] * result['repeats']}")
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_json(result, args.out)
 
 
 if __name__ == "__main__":

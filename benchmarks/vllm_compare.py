@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import pathlib
 from typing import Any
+
+from benchmarks.common import write_json
 
 SCHEMAS = [
     {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
@@ -130,9 +131,7 @@ def main() -> None:
                                       temperature=temperature, k=args.k)
                 rows.append(summarize(f"{config}, JSON schema", temperature, res, args.k, check_json=True))
     print(table(rows))
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=2))
+    write_json(rows, args.out)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import pathlib
 import time
 from typing import Any
 
+from benchmarks.common import write_json
 from benchmarks.suite.metrics import percentile
 
 CONFIGS = ("vllm-no-spec", "vllm-native-fixed", "specgate-vllm")
@@ -147,9 +148,7 @@ def main() -> None:
     result = {"levels": rows, "max_tokens": args.max_tokens, "k": args.k, "mix": MIX,
               "wall_s": time.perf_counter() - started}
     print(table(result))
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+    write_json(result, args.out)
 
 
 if __name__ == "__main__":

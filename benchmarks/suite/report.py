@@ -16,6 +16,8 @@ import pathlib
 import platform
 from typing import Any
 
+from benchmarks.common import write_json
+
 REQUIRED_FIELDS = ("workload", "config", "acceptance_rate", "mean_accepted_length", "tokens_per_second",
                    "speedup", "validity")
 
@@ -35,11 +37,6 @@ def machine_info() -> dict[str, Any]:
         "torch": torch.__version__,
         "cuda": torch.cuda.is_available(),
     }
-
-
-def write_json(document: dict[str, Any], path: pathlib.Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=1, default=str) + "\n")
 
 
 def _fmt(value: Any, spec: str = ".2f") -> str:

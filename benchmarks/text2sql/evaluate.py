@@ -26,13 +26,11 @@ import argparse
 import json
 import os
 import pathlib
-import platform
-import subprocess
 import time
 from collections import defaultdict
 from typing import Any
 
-from benchmarks.common import DATA, RESULTS_DIR
+from benchmarks.common import DATA, RESULTS_DIR, write_json
 from benchmarks.text2sql.sample import ddl_of, extract_sql, spider_questions, text2sql_cases
 from benchmarks.text2sql.suite import TestSuite
 
@@ -45,14 +43,9 @@ DATABASES = 8
 
 
 def cpu_name() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    except OSError:
-        return platform.processor() or "unknown CPU"
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    flags = fields.get("Flags", "")
-    marks = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags.split()]
-    return f"{fields.get('Model name', '?').strip()}, {os.cpu_count()} CPUs, {' '.join(marks)}"
+    from engine.hardware import cpu_info
+
+    return cpu_info().describe()
 
 
 def torch_threads() -> int:
@@ -265,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                         "seed": args.seed, "questions": len(indices), "threads": torch_threads(), "indices": indices, "wall_s": result["wall_s"]}
         doc["records"] = result["records"]
         doc["summary"] = summarize(result["records"], args.configs)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1))
+    write_json(doc, args.out)
     args.out.with_suffix(".partial.json").unlink(missing_ok=True)
     text = markdown(doc)
     args.out.with_suffix(".md").write_text(text)

@@ -57,9 +57,15 @@ def _stop(proc: subprocess.Popen[bytes]) -> tuple[int, str, float]:
     try:
         rc = proc.wait(timeout=90)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        _kill(proc)
         rc = proc.wait()
     return rc, proc.stderr.read().decode() if proc.stderr else "", time.perf_counter() - t0
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def _alive(procs: list[Any]) -> list[int]:
@@ -105,9 +111,7 @@ def test_vllm_load_cancellation_and_clean_shutdown() -> None:
             rc, stderr, exit_s = _stop(proc)
             rest = list(lines)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill(proc)
     left = _alive(children)
     assert not left, f"processes left behind: {left}"
     assert "EngineDeadError" not in stderr and "TypeError" not in stderr, stderr[-3000:]
@@ -150,9 +154,7 @@ def test_vllm_dead_engine_core_turns_health_503() -> None:
         assert g.status_code == 503 and g.json()["error"]["code"] == "engine_unavailable", g.text
         rc, stderr, exit_s = _stop(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill(proc)
     left = _alive(children)
     assert not left, f"processes left behind: {left}"
     print(f"\nvLLM EngineCore SIGKILLed: /health 503 after {detect_s:.1f} s; a new request 503 in {fail_ms:.0f} ms; "
