@@ -20,11 +20,22 @@ With `costs` (an `engine.cost_model.ForwardCosts` measured once per machine and 
 every request), K is `costs.best_k(hazards)` from the very first step: no per-request warm-up.
 Model-free drafts (`free_drafts`: n-gram, Predicted Outputs, grammar-forced) cost no draft
 forward, so they are priced with c = 0. Before the draft model's first drafting step it must
-prefill the prompt (`catch_up_tokens` × the measured `draft_prefill_s`): a request decodes
-plainly until its plain steps have cost that much (both in the measured costs' seconds, so
-load that came after the measurement does not shift the decision), then starts drafting (the ski-rental rule:
-a short answer after a long prompt, e.g. a 6-token SQL query, never pays the draft's prefill,
-and a long answer loses at most that much time, at most 2x the best choice in hindsight).
+prefill the prompt (the catch-up: `costs.draft_prefill_cost_s(catch_up_tokens)`). Drafting
+saves `plain_s × (1 - 1/speedup)` per token still to come, so whether the catch-up pays
+depends on the remaining length, which is not known; in order:
+1. where even running to its limit (`room` tokens) would not save the catch-up, the request
+   never drafts (a 6-token SQL query with max_tokens 8 never pays a 300-token prefill);
+2. where the engine's record of finished outputs like this one (`expected_remaining`,
+   `engine.output_lengths`) says the expected remaining tokens save more than the catch-up,
+   the draft prefills now (learning-augmented rental: the record replaces the guess);
+3. otherwise (nothing recorded, the record says it does not pay, or no acceptance of the pair
+   has been observed yet, so the saving per token is a guess) the ski-rental rule: a
+   request decodes plainly until its plain steps have cost the catch-up (both in the measured
+   costs' seconds, so load that came after the measurement does not shift the decision), then
+   starts drafting (a short answer never pays the prefill, and a long one loses at most
+   that much time, at most 2x the best choice in hindsight).
+Once the draft has drafted, its prefill is sunk: later catch-ups are the few tokens since its
+last step, fed with its next forward, and no rental applies.
 Where `costs.pays_at_all` is False (even perfect acceptance cannot pay) K is always 0. Where
 the current estimate makes every K lose, K is 0, and every `probe_every` plain steps one K=1
 step re-probes the acceptance.
@@ -69,6 +80,7 @@ class AdaptiveK:
         self.plain_time_s = 0.0  # seconds of plain decode steps so far (the first, prefill step excluded)
         self.steps = 0
         self.free_drafts = free_drafts  # model-free drafter (n-gram, prediction, forced): c = 0
+        self.drafted = False  # a drafting step ran: the draft's prompt prefill is sunk
         self.never = costs is not None and not (costs.free_drafts_pay() if free_drafts else costs.pays_at_all)
 
     @property
@@ -99,6 +111,7 @@ class AdaptiveK:
             self.plain_steps_in_row += 1
             return
         self.plain_steps_in_row = 0
+        self.drafted = True
         self.acceptance.observe(num_drafts=num_drafts, num_accepted=num_accepted)
         if self.shared is not None:
             self.shared.observe(num_drafts=num_drafts, num_accepted=num_accepted)
@@ -114,20 +127,39 @@ class AdaptiveK:
             return 1
         return best_k
 
-    def choose_k(self, *, catch_up_tokens: int = 0) -> int:
-        """K for the next step; `catch_up_tokens`: tokens the draft model would have to prefill
-        first (the whole prompt before its first drafting step)."""
+    def choose_k(self, *, catch_up_tokens: int = 0, room: int | None = None,
+                 expected_remaining: float | None = None) -> int:
+        """K for the next step. `catch_up_tokens`: tokens the draft model would have to prefill
+        first (the whole prompt before its first drafting step); `room`: tokens the request may
+        still emit (max_tokens, context); `expected_remaining`: the engine's prediction of the
+        tokens still to come (None: nothing recorded)."""
         if self.costs is not None:
             if self.never:
                 return 0
-            catch_up_s = max(catch_up_tokens, 0) * (self.costs.draft_prefill_s or 0.0)
-            if not self.free_drafts and self.plain_time_s < catch_up_s:
-                return 0  # ski rental: decode plainly until that time is spent, then pay the draft's prefill
-            best_k = self.costs.best_k(self.hazards(), k_max=self.k_max, free_drafts=self.free_drafts)[0]
-            if best_k and not self.acceptance.observed and (self.shared is None or not self.shared.observed):
+            best_k, speed = self.costs.best_k(self.hazards(), k_max=self.k_max, free_drafts=self.free_drafts)
+            known = self.acceptance.observed or (self.shared is not None and self.shared.observed)
+            if not self.free_drafts and not self.drafted and not self._catch_up_pays(
+                    self.costs.draft_prefill_cost_s(catch_up_tokens), best_k=best_k if known else 0, speed=speed,
+                    room=room, expected_remaining=expected_remaining):
+                return 0
+            if best_k and not known:
                 return self.k_max  # nothing known about this pair yet: one step at K_max measures every depth
             return self._probe(best_k)
         return self._choose_online()
+
+    def _catch_up_pays(self, catch_up_s: float, *, best_k: int, speed: float, room: int | None,
+                       expected_remaining: float | None) -> bool:
+        """Whether to pay the draft's prompt prefill now (the rules 1-3 of the module docstring)."""
+        if catch_up_s <= 0:
+            return True
+        assert self.costs is not None
+        if best_k:  # best_k == 0 (or no acceptance observed yet): the rental, then a probe re-measures it
+            saving_per_token = self.costs.plain_s * (1.0 - 1.0 / speed)
+            if room is not None and room * saving_per_token <= catch_up_s:
+                return False
+            if expected_remaining is not None and expected_remaining * saving_per_token > catch_up_s:
+                return True
+        return self.plain_time_s >= catch_up_s
 
     def _choose_online(self) -> int:
         if self.steps == 0:

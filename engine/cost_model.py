@@ -8,9 +8,11 @@ Contract:
   the draft's forwards (so load bursts hit both alike), after one warm-up of each, and cropped back; the median is kept, and the curve is made non-decreasing
   in n (pool-adjacent-violators: a forward of more tokens never costs less; on a busy machine
   a noisy 1-token median could otherwise make verify look cheaper than decode). The draft is
-  timed the same way at n = 1, and its `context`-token prefill gives its prefill cost per
-  token (the catch-up a draft pays on its first drafting step). Nothing is assumed: a machine where multi-token forwards cost n plain steps gets
-  that curve, and speculation then does not pay.
+  timed the same way at n = 1; its prefills of `context` and 4 x `context` tokens give its
+  prefill cost as a line, intercept + slope x tokens (`draft_prefill_cost_s`: the catch-up a
+  draft pays on its first drafting step; a single per-token price from the short prefill
+  overpriced a 256-token prompt by ~24%). Nothing is assumed: a machine where multi-token
+  forwards cost n plain steps gets that curve, and speculation then does not pay.
 - `load_or_measure(...)` caches the result as JSON under the models cache
   (`<models root>/.costs/<key>.json`), keyed by backend, device, dtype, torch version and
   kernel path (ATen CPU capability, oneDNN on/off), thread count, CPU fingerprint (model +
@@ -40,7 +42,7 @@ from typing import Any
 
 from sampler import expected_speedup_from_hazards
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4  # 4: draft prefill priced as a line (intercept + slope)
 PERFECT_ALPHA = 0.999  # "even perfect acceptance": just below 1 (alpha=1 never occurs at T>0)
 
 
@@ -48,7 +50,8 @@ PERFECT_ALPHA = 0.999  # "even perfect acceptance": just below 1 (alpha=1 never 
 class ForwardCosts:
     target_s: tuple[float, ...]        # [n-1]: seconds of one target forward of n new tokens
     draft_s: float | None = None       # seconds of one 1-token draft forward (None: no draft model)
-    draft_prefill_s: float | None = None  # seconds per token of the draft's `context`-token prefill
+    draft_prefill_s: float | None = None  # seconds per prompt token of a draft prefill (the slope)
+    draft_prefill_fixed_s: float = 0.0    # seconds per draft prefill beyond its tokens (the intercept)
     context: int = 64                  # cached tokens before the timed forwards
     repeats: int = 3
     backend: str = "torch"
@@ -96,8 +99,14 @@ class ForwardCosts:
         """Predicted seconds of one step with k drafts, `draft_forwards` (default k) 1-token
         draft forwards and `draft_catch_up` further tokens the draft had to prefill first."""
         forwards = k if draft_forwards is None else draft_forwards
-        catch_up = draft_catch_up * (self.draft_prefill_s or 0.0)
-        return forwards * (self.draft_s or 0.0) + catch_up + self.verify_ratio(k) * self.plain_s
+        return forwards * (self.draft_s or 0.0) + self.draft_prefill_cost_s(draft_catch_up) \
+            + self.verify_ratio(k) * self.plain_s
+
+    def draft_prefill_cost_s(self, tokens: int) -> float:
+        """Predicted seconds of one draft prefill of `tokens` tokens (0 for none)."""
+        if tokens <= 0 or self.draft_prefill_s is None:
+            return 0.0
+        return self.draft_prefill_fixed_s + tokens * self.draft_prefill_s
 
     def speedup(self, alpha: float | Sequence[float], k: int, *, free_drafts: bool = False) -> float:
         """Expected speedup of K drafts over plain steps; `alpha`: one per-draft acceptance
@@ -152,7 +161,9 @@ class ForwardCosts:
             f"target {self.target} ms per forward of n tokens: {curve}",
         ]
         if self.draft_s is not None:
-            lines.append(f"draft {self.draft} {self.draft_s * 1e3:.0f} ms per token (c = {self.draft_ratio:.2f})")
+            prefill = (f"; prefill {self.draft_prefill_fixed_s * 1e3:.0f} ms + {self.draft_prefill_s * 1e3:.2f} ms/token"
+                       if self.draft_prefill_s is not None else "")
+            lines.append(f"draft {self.draft} {self.draft_s * 1e3:.0f} ms per token (c = {self.draft_ratio:.2f}){prefill}")
         verdict = ", ".join(
             f"alpha {a}: K={k} x{s:.2f}" for a in (0.5, 0.7, 0.9) for k, s in [self.best_k(a)]
         )
@@ -216,6 +227,30 @@ def _time_forwards(models: list[tuple[Any, list[int]]], *, context: int, repeats
             for (_, sizes), times, per_token in zip(models, samples, prefill, strict=True)]
 
 
+def _prefill_line(model: Any, *, context: int, per_token: float, device: str, vocab: int,
+                  scale: int = 4) -> tuple[float, float]:
+    """(intercept s, slope s/token) of the model's prefill time: the `context`-token prefill
+    already timed (`per_token` x context) and one of `scale` x context tokens. A forward pays
+    for streaming the weights once plus per token, so the per-token cost of a 64-token
+    prefill overprices a 256-token prompt; a line through both fits both. Falls back to the
+    proportional price (intercept 0) when noise makes the slope non-positive."""
+    import torch
+
+    from engine.kv_cache import KVCache
+
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, vocab, (scale * context,), generator=gen).tolist()
+    kv = KVCache(model, device=device)
+    start = time.perf_counter()
+    kv.extend(ids)
+    long_s = time.perf_counter() - start
+    short_s = per_token * context
+    slope = (long_s - short_s) / ((scale - 1) * context)
+    if slope <= 0:
+        return 0.0, per_token
+    return max(short_s - slope * context, 0.0), slope
+
+
 def monotone(values: list[float]) -> list[float]:
     """The closest non-decreasing sequence in least squares (pool adjacent violators)."""
     blocks: list[list[float]] = []  # [sum, count]
@@ -246,11 +281,15 @@ def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context
     timed = _time_forwards(models, context=context, repeats=repeats, device=device, vocab=vocab)
     target_s = monotone(timed[0][0])
     draft_s = draft_prefill_s = None
+    draft_prefill_fixed_s = 0.0
     if draft is not None:
-        draft_s, draft_prefill_s = timed[1][0][0], timed[1][1]
+        draft_s = timed[1][0][0]
+        draft_prefill_fixed_s, draft_prefill_s = _prefill_line(draft, context=context, per_token=timed[1][1],
+                                                               device=device, vocab=vocab)
     info = cpu_info()
     return ForwardCosts(
-        target_s=tuple(target_s), draft_s=draft_s, draft_prefill_s=draft_prefill_s, context=context, repeats=repeats, backend=backend,
+        target_s=tuple(target_s), draft_s=draft_s, draft_prefill_s=draft_prefill_s,
+        draft_prefill_fixed_s=draft_prefill_fixed_s, context=context, repeats=repeats, backend=backend,
         device=device, dtype=dtype or str(next(target.parameters()).dtype).replace("torch.", ""),
         target=target_name or model_identity(target).split("|")[0], draft=draft_name if draft is not None else None,
         cpu=info.model if device == "cpu" else device, flags=tuple(info.key_flags), kernel_path=kernel_path(),

@@ -49,6 +49,7 @@ from engine.drafters import (
 )
 from engine.kv_cache import KVCache
 from engine.loader import model_stop_token_ids
+from engine.output_lengths import OutputLengths
 from engine.prefix_cache import PrefixCache
 from engine.sequence_state import SequenceState
 from engine.stats import RequestStats
@@ -78,6 +79,7 @@ class SpecDecoder:
         self.prefix_cache = prefix_cache if prefix_cache is not None else PrefixCache.from_mib(config.prefix_cache_mib)
         self.costs = costs  # measured forward costs shared by every request's AdaptiveK
         self.acceptance_priors = AcceptancePriors(depth=max(config.k, 1))  # the pair's acceptance, per drafter kind
+        self.output_lengths = OutputLengths()  # finished outputs' lengths: whether a draft prefill will pay
         self.draft_model = draft_model
         self.tokenizer = tokenizer
         self.config = config
@@ -194,8 +196,25 @@ class SpecDecoder:
         if seq.adaptive is None:
             return self.k
         self._restore_draft(seq)  # a prompt published since this sequence started
-        behind = len(seq.tokens) - len(seq.draft_kv) if seq.draft_kv is not None else 0
-        return seq.adaptive.choose_k(catch_up_tokens=behind if isinstance(seq.drafter, ModelDrafter) else 0)
+        if not isinstance(seq.drafter, ModelDrafter) or seq.draft_kv is None or seq.adaptive.drafted:
+            return seq.adaptive.choose_k()
+        room = self._room(seq)
+        return seq.adaptive.choose_k(
+            catch_up_tokens=len(seq.tokens) - len(seq.draft_kv), room=room,
+            expected_remaining=self.output_lengths.expected_remaining(
+                _length_keys(seq.request), generated=len(seq.output_ids), room=room),
+        )
+
+    def _room(self, seq: SequenceState) -> int:
+        """Tokens the sequence may still emit (max_tokens, then the context length)."""
+        return min(seq.request.sampling.max_tokens - len(seq.output_ids), self.max_model_len - len(seq.tokens))
+
+    def record_finished(self, seq: SequenceState) -> None:
+        """Add a finished sequence's output length to the record adaptive K predicts from
+        (the step does it where it finishes a sequence; a caller that stops one itself, on a
+        stop string, calls this)."""
+        self.output_lengths.record(_length_keys(seq.request), length=len(seq.output_ids),
+                                   truncated=seq.finish_reason == "length")
 
     # ---- the step --------------------------------------------------------------------------
 
@@ -204,10 +223,8 @@ class SpecDecoder:
         if seq.finished or seq.target_kv is None:
             raise RuntimeError(f"request {seq.request.request_id} is finished or freed")
         k = self.choose_k(seq) if k is None else k
-        sampling = seq.request.sampling
         stats = seq.stats
-        room = min(sampling.max_tokens - len(seq.output_ids), self.max_model_len - len(seq.tokens))
-        k = max(0, min(k, room - 1, seq.bitmask.shape[0] - 1))
+        k = max(0, min(k, self._room(seq) - 1, seq.bitmask.shape[0] - 1))
 
         t0 = time.perf_counter()
         if k > 0:
@@ -254,6 +271,8 @@ class SpecDecoder:
                 draft_s=t1 - t0, target_s=t3 - t2,
             )
         committed = self._commit(seq, emitted)
+        if seq.finished:
+            self.record_finished(seq)
         if seq.unpublished:
             self._publish(seq)
         stats.time_total_s += time.perf_counter() - t0
@@ -335,3 +354,12 @@ class SpecDecoder:
         finally:
             seq.free()
         return seq
+
+
+def _length_keys(request: GenerationRequest) -> tuple[tuple[str, ...], ...]:
+    """Output-length record keys, most specific first: the exact grammar, then its kind."""
+    grammar = request.grammar
+    if grammar is None:
+        return (("kind", "text"),)
+    spec = grammar.spec
+    return (("spec", spec.kind, spec.source, repr(spec.options)), ("kind", spec.kind))

@@ -275,8 +275,9 @@ class TorchEngine:
             accepted=seq.stats.accepted_tokens - accepted,
         )
         text, stopped = detok.push(committed)
-        if stopped:
+        if stopped and not seq.finished:
             seq.finish_reason = "stop"
+            self.decoder.record_finished(seq)
         if seq.finished:
             text += detok.flush()
             reason = "length" if seq.finish_reason == "length" else "stop"

@@ -238,6 +238,7 @@ class VllmEngine:
                 _fill_spec_stats(stats, comp.spec_decode_metrics, engine_steps=outputs - 1,
                                  k=self.config.k if self.config.speculative else 0)
                 stats.time_total_s = time.perf_counter() - start
+                stats.cached_tokens = int(getattr(out, "num_cached_tokens", None) or 0)  # vLLM's prefix cache
                 self.stats.record_step(emitted=stats.completion_tokens, drafted=stats.draft_tokens,
                                        accepted=stats.accepted_tokens)
                 self.stats.record_finished()

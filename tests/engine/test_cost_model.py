@@ -105,6 +105,7 @@ def test_measure_on_a_real_model(tiny_pair: Any) -> None:
     assert costs.k_max == 3 and len(costs.target_s) == 4
     assert all(t > 0 for t in costs.target_s) and list(costs.target_s) == sorted(costs.target_s)
     assert costs.draft_s is not None and costs.draft_s > 0
+    assert costs.draft_prefill_s is not None and costs.draft_prefill_s > 0 and costs.draft_prefill_fixed_s >= 0
     assert costs.dtype == "float32" and costs.threads >= 1 and costs.kernel_path.startswith("aten-")
 
 
@@ -165,3 +166,78 @@ def test_first_token_comes_from_the_target_prefill_alone(make_decoder: Any, tiny
     decoder.step(seq)
     assert len(seq.draft_kv) > 0 and seq.stats.draft_tokens > 0  # from the second step on it drafts
     seq.free()
+
+
+def test_recorded_output_lengths_buy_the_draft_prefill_at_once() -> None:
+    """Learning-augmented rental: where the record of past outputs says the remaining tokens
+    save more than the 2 s catch-up, the draft prefills at the first decode step; where even
+    running to max_tokens cannot save it, the request never drafts; else the rental."""
+    costs = ForwardCosts(target_s=NATIVE_BF16.target_s, draft_s=0.079, draft_prefill_s=0.005)
+
+    from engine.acceptance_model import DepthAcceptance
+
+    pair = DepthAcceptance(depth=4, prior_alpha=0.6)  # the engine has seen this pair draft
+    for _ in range(5):
+        pair.observe(num_drafts=4, num_accepted=3)
+
+    def fresh() -> AdaptiveK:
+        ctl = AdaptiveK(k_max=4, costs=costs, shared=pair)
+        ctl.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=3.0)  # the prefill step
+        return ctl
+
+    best_k, speed = costs.best_k(fresh().hazards(), k_max=4)
+    saving = costs.plain_s * (1 - 1 / speed)  # seconds saved per drafted token
+    pays = 2.0 / saving  # remaining tokens at which the catch-up pays
+    assert best_k > 0
+    assert fresh().choose_k(catch_up_tokens=400, room=1000, expected_remaining=pays * 1.1) > 0
+    assert fresh().choose_k(catch_up_tokens=400, room=1000, expected_remaining=pays * 0.9) == 0  # rental
+    assert fresh().choose_k(catch_up_tokens=400, room=1000) == 0  # nothing recorded: rental
+    unknown_pair = AdaptiveK(k_max=4, costs=costs)  # no acceptance observed: the saving is a guess
+    unknown_pair.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=3.0)
+    assert unknown_pair.choose_k(catch_up_tokens=400, room=1000, expected_remaining=pays * 10) == 0
+    short = fresh()  # max_tokens leaves too little room: never drafts, however long it rents
+    for _ in range(30):
+        assert short.choose_k(catch_up_tokens=400, room=int(pays * 0.9), expected_remaining=None) == 0
+        short.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=0.205)
+    bought = fresh()
+    bought.observe(k=4, num_drafts=4, num_accepted=4, draft_s=0.3, target_s=0.25)
+    assert bought.drafted and bought.choose_k(catch_up_tokens=3, room=1000) > 0  # the prefill is sunk
+
+
+def test_draft_prefill_is_priced_as_a_line() -> None:
+    costs = ForwardCosts(target_s=(0.2, 0.22), draft_s=0.08, draft_prefill_s=0.002, draft_prefill_fixed_s=0.06)
+    assert costs.draft_prefill_cost_s(0) == 0.0
+    assert costs.draft_prefill_cost_s(256) == pytest.approx(0.06 + 0.512)
+    assert costs.step_s(1, draft_catch_up=10) == pytest.approx(0.08 + 0.06 + 0.02 + 0.22)
+    assert ForwardCosts(target_s=(0.2,)).draft_prefill_cost_s(100) == 0.0  # no draft model
+
+
+def test_decoder_learns_output_lengths_and_drafts_earlier_on_the_next_request(
+        make_decoder: Any, tiny_pair: Any, compile_body: Any) -> None:
+    """The first request of a grammar rents plain steps before paying the draft's prefill; once
+    its length is on record, the next request with that grammar drafts from its first decode
+    step. Greedy output stays token for token that of plain decoding."""
+    body = {"structured_outputs": {"regex": "[a-z]{1,8}( [a-z]{1,8}){7}"}}
+    prompt = list(tiny_pair[2].encode("Name some animals: cat dog emu cat dog emu"))
+    plain_s = 0.2  # flat verify and a near-free draft: drafting pays even at the random pair's acceptance
+    costs = ForwardCosts(target_s=(plain_s,) * 5, draft_s=0.002,
+                         draft_prefill_s=4 * plain_s / len(prompt))  # the catch-up costs ~4 plain steps
+    decoder = make_decoder(drafter="model", k=4, adaptive_k=True, costs=costs)
+    plain = _greedy(make_decoder(drafter="none", k=0), prompt, compile_body(body))
+
+    def plain_steps_before_drafting() -> tuple[int, Any]:
+        seq = decoder.new_sequence(GenerationRequest("r", prompt, SamplingOptions(temperature=0.0, max_tokens=20),
+                                                     grammar=compile_body(body)))
+        steps = 0
+        while not seq.finished:
+            decoder.step(seq)
+            if seq.stats.draft_tokens == 0:
+                steps += 1
+        return steps, seq
+
+    first, seq1 = plain_steps_before_drafting()
+    second, seq2 = plain_steps_before_drafting()
+    assert seq1.output_ids == plain.output_ids == seq2.output_ids
+    assert first >= 4 and seq1.stats.draft_tokens > 0  # rented, then drafted
+    assert second == 1  # only the prefill step: the record said the prefill pays
+    assert decoder.output_lengths.count(("kind", "regex")) == 2

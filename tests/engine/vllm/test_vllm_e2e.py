@@ -152,6 +152,16 @@ async def test_greedy_identity_and_acceptance_mask_on_vs_off(engine: Any) -> Non
     assert rate_on > rate_off
 
 
+async def test_prefix_cache_hits_are_reported_as_cached_tokens(engine: Any) -> None:
+    """The same long prompt twice: vLLM's prefix cache serves whole blocks (128 tokens on CPU)
+    of the second, and `stats.cached_tokens` (usage `cached_tokens`) says how many."""
+    text = "Summarise these notes. " + " ".join(f"Note {i}: the meeting moved to room {i * 7}." for i in range(30))
+    _, _, first = await _run(engine, "pc-1", text, grammar=None, temperature=0.0, max_tokens=4)
+    _, _, second = await _run(engine, "pc-2", text, grammar=None, temperature=0.0, max_tokens=4)
+    assert first.prompt_tokens > 256 and first.cached_tokens < 128
+    assert 128 <= second.cached_tokens <= second.prompt_tokens and second.cached_tokens % 128 == 0
+
+
 async def test_temperature_07_accepts_drafts(engine: Any) -> None:
     grammar = _schema_grammar(engine)
     accepted = drafted = 0
