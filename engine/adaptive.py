@@ -25,15 +25,17 @@ saves `plain_s × (1 - 1/speedup)` per token still to come, so whether the catch
 depends on the remaining length, which is not known; in order:
 1. where even running to its limit (`room` tokens) would not save the catch-up, the request
    never drafts (a 6-token SQL query with max_tokens 8 never pays a 300-token prefill);
-2. where the engine's record of finished outputs like this one (`expected_remaining`,
-   `engine.output_lengths`) says the expected remaining tokens save more than the catch-up,
-   the draft prefills now (learning-augmented rental: the record replaces the guess);
-3. otherwise (nothing recorded, the record says it does not pay, or no acceptance of the pair
-   has been observed yet, so the saving per token is a guess) the ski-rental rule: a
-   request decodes plainly until its plain steps have cost the catch-up (both in the measured
-   costs' seconds, so load that came after the measurement does not shift the decision), then
-   starts drafting (a short answer never pays the prefill, and a long one loses at most
-   that much time, at most 2x the best choice in hindsight).
+2. while the engine's record of finished outputs like this one (`expected_remaining`,
+   `engine.output_lengths`) covers the request (some recorded output ran longer), the record
+   decides: the draft prefills as soon as the expected remaining tokens save more than the
+   catch-up, and not before (learning-augmented rental: the record replaces the guess);
+3. otherwise (nothing recorded, the request has run past every recorded output, or no
+   acceptance of the pair has been observed yet, so the saving per token is a guess) the
+   ski-rental rule: a request decodes plainly until its plain steps since the record stopped
+   covering it have cost the catch-up (both in the measured costs' seconds, so load that came
+   after the measurement does not shift the decision), then starts drafting (a short answer
+   never pays the prefill, and a long one loses at most that much time, at most 2x the best
+   choice in hindsight).
 Once the draft has drafted, its prefill is sunk: later catch-ups are the few tokens since its
 last step, fed with its next forward, and no rental applies.
 Where `costs.pays_at_all` is False (even perfect acceptance cannot pay) K is always 0. Where
@@ -81,6 +83,7 @@ class AdaptiveK:
         self.steps = 0
         self.free_drafts = free_drafts  # model-free drafter (n-gram, prediction, forced): c = 0
         self.drafted = False  # a drafting step ran: the draft's prompt prefill is sunk
+        self.rent_from_s = 0.0  # plain_time_s when the ski rental (re)started
         self.never = costs is not None and not (costs.free_drafts_pay() if free_drafts else costs.pays_at_all)
 
     @property
@@ -157,9 +160,10 @@ class AdaptiveK:
             saving_per_token = self.costs.plain_s * (1.0 - 1.0 / speed)
             if room is not None and room * saving_per_token <= catch_up_s:
                 return False
-            if expected_remaining is not None and expected_remaining * saving_per_token > catch_up_s:
-                return True
-        return self.plain_time_s >= catch_up_s
+            if expected_remaining is not None:  # the record covers this request: it decides
+                self.rent_from_s = self.plain_time_s  # a rental, if one follows, starts where the record stops
+                return expected_remaining * saving_per_token > catch_up_s
+        return self.plain_time_s - self.rent_from_s >= catch_up_s
 
     def _choose_online(self) -> int:
         if self.steps == 0:

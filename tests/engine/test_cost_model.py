@@ -170,8 +170,9 @@ def test_first_token_comes_from_the_target_prefill_alone(make_decoder: Any, tiny
 
 def test_recorded_output_lengths_buy_the_draft_prefill_at_once() -> None:
     """Learning-augmented rental: where the record of past outputs says the remaining tokens
-    save more than the 2 s catch-up, the draft prefills at the first decode step; where even
-    running to max_tokens cannot save it, the request never drafts; else the rental."""
+    save more than the 2 s catch-up, the draft prefills at the first decode step, and where
+    it says they save less, not while the record covers the request; where even running to
+    max_tokens cannot save it, the request never drafts; else the rental."""
     costs = ForwardCosts(target_s=NATIVE_BF16.target_s, draft_s=0.079, draft_prefill_s=0.005)
 
     from engine.acceptance_model import DepthAcceptance
@@ -190,7 +191,15 @@ def test_recorded_output_lengths_buy_the_draft_prefill_at_once() -> None:
     pays = 2.0 / saving  # remaining tokens at which the catch-up pays
     assert best_k > 0
     assert fresh().choose_k(catch_up_tokens=400, room=1000, expected_remaining=pays * 1.1) > 0
-    assert fresh().choose_k(catch_up_tokens=400, room=1000, expected_remaining=pays * 0.9) == 0  # rental
+    short_record = fresh()  # the record says the rest is too short: no prefill, however long it rents ...
+    for _ in range(30):
+        assert short_record.choose_k(catch_up_tokens=400, room=1000, expected_remaining=pays * 0.9) == 0
+        short_record.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=0.205)
+    # ... until the request runs past every recorded output: then a fresh rental (2 s / 0.205 s)
+    for _ in range(int(2.0 / costs.plain_s)):
+        assert short_record.choose_k(catch_up_tokens=400, room=1000, expected_remaining=None) == 0
+        short_record.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=0.205)
+    assert short_record.choose_k(catch_up_tokens=400, room=1000, expected_remaining=None) > 0
     assert fresh().choose_k(catch_up_tokens=400, room=1000) == 0  # nothing recorded: rental
     unknown_pair = AdaptiveK(k_max=4, costs=costs)  # no acceptance observed: the saving is a guess
     unknown_pair.observe(k=0, num_drafts=0, num_accepted=0, draft_s=0.0, target_s=3.0)
