@@ -12,14 +12,16 @@ stays the rule.
 Contract:
 - `record(keys, length=n, truncated=t)` stores one finished output under every key in `keys`
   (the caller passes the most specific first: e.g. the grammar's exact spec, then its kind);
-  `truncated` (finish_reason `length`) marks a lower bound, kept as its value (an
-  underestimate: the prediction errs towards the rental). Each key keeps its last `window`
-  records.
-- `expected_remaining(keys, generated=g, room=r)`: the first key holding at least
-  `min_records` outputs decides; it is the mean of `min(L - g, r)` over its outputs longer
-  than g (E[remaining | the output is still running], capped by the room the request has
-  left); None when no key holds enough outputs, or when the request already ran past all of
-  the deciding key's (beyond experience: the caller falls back to the rental).
+  `truncated` (finish_reason `length`) marks a censored output: its length L is only known to
+  be >= n. Each key keeps its last `window` records.
+- `expected_remaining(keys, generated=g, room=r)` predicts `min(L - g, r)` (the tokens still
+  to come, capped by the room the request has left) from the records that determine it: every
+  uncensored one, and a censored one only where n >= g + r (it then contributes r; a shorter
+  censored output, e.g. a 4-token warm-up cut by its max_tokens, says nothing about this
+  request's rest and is skipped). The first key holding at least `min_records` such records
+  decides: the mean over those longer than g (E[remaining | the output is still running]);
+  None when no key holds enough, or when the request already ran past all of the deciding
+  key's (beyond experience: the caller falls back to the rental).
 Pure bookkeeping, not thread-safe (the engine's loop is its one caller); knows nothing about
 models, costs or grammars beyond the keys it is given.
 """
@@ -36,25 +38,25 @@ class OutputLengths:
             raise ValueError("window and min_records must be >= 1")
         self.window = window
         self.min_records = min_records
-        self._lengths: dict[Hashable, deque[int]] = {}
+        self._lengths: dict[Hashable, deque[tuple[int, bool]]] = {}
 
     def record(self, keys: Sequence[Hashable], *, length: int, truncated: bool = False) -> None:
-        """One finished output of `length` tokens (`truncated`: stopped by a limit, so a lower
-        bound; it is kept as its value)."""
-        del truncated  # an underestimate is the safe side of the rental: kept as is
+        """One finished output of `length` tokens (`truncated`: stopped by a limit, so the
+        output would have run at least that long)."""
         if length < 0:
             raise ValueError(f"length must be >= 0, got {length}")
         for key in keys:
-            self._lengths.setdefault(key, deque(maxlen=self.window)).append(length)
+            self._lengths.setdefault(key, deque(maxlen=self.window)).append((length, truncated))
 
     def expected_remaining(self, keys: Sequence[Hashable], *, generated: int, room: int) -> float | None:
-        """Mean remaining tokens of the deciding key's outputs that ran past `generated`, each
-        capped at `room` (None: no key has `min_records` outputs, or none ran that far)."""
+        """Mean of min(L - generated, room) over the deciding key's records that determine it
+        and ran past `generated` (None: no key has `min_records` such records, or none ran
+        that far)."""
         for key in keys:
-            lengths = self._lengths.get(key, ())
-            if len(lengths) >= self.min_records:
-                longer = [n for n in lengths if n > generated]
-                return sum(min(n - generated, room) for n in longer) / len(longer) if longer else None
+            usable = [n for n, truncated in self._lengths.get(key, ()) if not truncated or n >= generated + room]
+            if len(usable) >= self.min_records:
+                longer = [min(n - generated, room) for n in usable if n > generated]
+                return sum(longer) / len(longer) if longer else None
         return None
 
     def count(self, key: Hashable) -> int:

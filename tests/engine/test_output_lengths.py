@@ -38,3 +38,17 @@ def test_window_forgets_old_outputs_and_bad_arguments_are_refused() -> None:
         record.record(["k"], length=-1)
     with pytest.raises(ValueError):
         OutputLengths(window=0)
+
+
+def test_a_censored_output_counts_only_where_it_covers_the_request() -> None:
+    """An output cut by its max_tokens at n ran at least n: it says the remaining is the whole
+    room only where n >= generated + room, and nothing otherwise (a 4-token warm-up cut short
+    must not predict that a 48-token request ends after 4)."""
+    record = OutputLengths()
+    record.record(["k"], length=4, truncated=True)
+    assert record.expected_remaining(["k"], generated=1, room=47) is None  # says nothing: the rental
+    assert record.expected_remaining(["k"], generated=1, room=3) == pytest.approx(3)
+    record.record(["k"], length=48, truncated=True)
+    assert record.expected_remaining(["k"], generated=1, room=47) == pytest.approx(47)
+    record.record(["k"], length=11)
+    assert record.expected_remaining(["k"], generated=1, room=47) == pytest.approx((47 + 10) / 2)
