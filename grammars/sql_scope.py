@@ -10,9 +10,10 @@ and says, character by character, whether it is still on course to resolve in sq
   table has all of Q's required columns and col (or Q is bound in an enclosing scope to a
   table that has col); a bare column is recorded;
 - in FROM, an alias (`t AS a` / `t a`) is refused when its table lacks a column the alias is
-  required to have, or when it is already bound, or when it is a name of the query run on
-  into a keyword (`T1JOINsong`: the glued-alias rule of grammars.sql_glue, which says exactly
-  what it refuses and allows); a plain table name binds itself; the FROM
+  required to have, or when it is already bound, or when it runs on from such a qualifier
+  or from a name of the query into a keyword (`T1x`, `T1JOINsong`: the glued-alias rule of
+  grammars.sql_glue, which says exactly what it refuses, and from which character); a plain
+  table name binds itself; the FROM
   clause cannot end (WHERE / GROUP / ORDER / LIMIT / HAVING / set op / `)` / `;` / end of text)
   while a qualifier used before FROM is unbound or a bare column is in none of its tables;
 - after FROM (ON, WHERE, GROUP BY, HAVING, ORDER BY), a qualifier must be bound (in this scope
@@ -56,6 +57,9 @@ _STRICT_AFTER = frozenset("where on by having and or when then else between is d
 _AFTER_PAREN_WORDS = frozenset("select distinct".split())
 _QUOTES = {'"': '"', "`": "`", "[": "]"}
 _ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
+# after an operand of ON while FROM may not end yet: the words the grammar allows there after
+# any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
+_ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
 _BLOCKS = 4096  # SqlSchema.blocks entries; cleared when it grows past this
 
 
@@ -176,9 +180,12 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if scope is None or scope.core_pending:
             return None
+        if (scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth
+                and not self._resolved(scope)):
+            return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
         if scope.clause == "from" and scope.slot == "after_alias":
             blocked = not self._resolved(scope)
-            words = set(_JOIN_WORDS) | ({"on"} if scope.joined else set())
+            words = (_JOIN_WORDS - {"outer"}) | ({"on"} if scope.joined else set())  # OUTER: after LEFT
             return None if not blocked else frozenset(words)
         if scope.clause in ("on", "after") and self.operand and not scope.compound:
             visible = self._visible()
@@ -212,10 +219,13 @@ class SqlScope:
         if len(memo) > _BLOCKS:
             memo.clear()
         block: sql_glue.Block | None = None
-        prefixes = sql_glue.glue_prefixes([*scope.refs, *scope.bound])
+        used = [*scope.refs, *scope.bound]
+        misfits = {q for q in scope.refs if q not in scope.bound and not self._alias_fits(scope, q)}
+        prefixes = sql_glue.glue_prefixes(used) | misfits
         if prefixes:
             names = (scope.refs.keys() | self.schema.tables) - KEYWORDS
-            exceptions = {n for n in names if sql_glue.glued(n, prefixes) and self._alias_fits(scope, n)}
+            exceptions = {n for n in names if (sql_glue.near(n, used) or sql_glue.glued(n, prefixes))
+                          and self._alias_fits(scope, n)}
             exceptions |= {k for k in KEYWORDS if sql_glue.glued(k, prefixes)}
             block = prefixes, frozenset(exceptions)
         memo[key] = block
@@ -461,7 +471,8 @@ class SqlScope:
         if low in KEYWORDS or not self._alias_fits(scope, low):
             return False
         block = None if quoted else self.word_block()  # a quoted name is not typed as a word
-        if block is not None and sql_glue.glued(low, block[0]) and low not in block[1]:
+        if block is not None and low not in block[1] and (
+                sql_glue.glued(low, block[0]) or sql_glue.near(low, [*scope.refs, *scope.bound])):
             return False
         scope.bound[low] = scope.table if slot != "after_sub" else None
         scope.slot = "after_alias"
