@@ -28,8 +28,11 @@ and says, character by character, whether it is still on course to resolve in sq
 feed a `copy()`); `viable()` says whether the word being typed can still end well;
 `can_end()` whether the text may stop here. `word_set()` is the finite set of words the word
 now being typed must be a prefix of (None: any identifier may follow), for the mask layer;
-where it is None, `word_block()` is the co-finite restriction (glue prefixes, exceptions) of
-grammars.sql_glue (None: none): a word with a glue prefix must be a prefix of an exception.
+where it is None, `word_block()` is the co-finite restriction (blocked prefixes, exceptions)
+of grammars.sql_glue (None: none): a word with a blocked prefix must be a prefix of an
+exception. While FROM may not end, the words after an operand of ON (and after a FROM item)
+are a finite set without the FROM-ending keywords, chosen so that no beginning the grammar
+allows is stranded (`ON a = b ORD` is refused at the `D`, not at the end of ORDER).
 `signature()` is a hashable summary: equal signatures behave equally on every text.
 
 Assumes the text is grammar-valid SQL (grammars.sql): it does not check syntax, only names.
@@ -203,8 +206,8 @@ class SqlScope:
         return None
 
     def word_block(self) -> sql_glue.Block | None:
-        """(glue prefixes, exceptions) for a word starting here in a FROM alias slot (see
-        grammars.sql_glue); None where the rule does not apply or no name can be glued."""
+        """(blocked prefixes, exceptions) for a word starting here in a FROM alias slot (see
+        grammars.sql_glue); None where the rule does not apply or no name can be blocked."""
         if self.mode or self.pending is not None or self.as_pending or self.qual is not None:
             return None
         scope = self.scopes[-1] if self.scopes else None
