@@ -63,6 +63,7 @@ _ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
 # after an operand of ON while FROM may not end yet: the words the grammar allows there after
 # any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
 _ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
+_OPERAND_ENDS = frozenset(("null", "end"))
 _BLOCKS = 4096  # SqlSchema.blocks entries; cleared when it grows past this
 
 
@@ -498,7 +499,7 @@ class SqlScope:
                 self.scopes[-1] = _Scope(depth, compound=True)
             self.last = "k"
             return True
-        self.last = "k"
+        self.last = "w" if low in _OPERAND_ENDS else "k"  # NULL / END close an operand, as a name does
         if low == "as":
             if (scope is not None and depth == scope.depth and scope.clause == "from"
                     and scope.slot in ("after_table", "after_sub")):

@@ -183,6 +183,8 @@ def test_scope_reader_alone_caches_blocks_per_from_state() -> None:
     ("SELECT T1.title, T3.title FROM song AS T1 JOIN singer AS T2 ON T1.singer_id = T2.singer_id "
      "WHERE 1", "singer_id W"),
     ("SELECT T3.title FROM song AS T1 ORDER BY 1", "AS T1 O"),  # OUTER only follows LEFT/RIGHT/FULL
+    ("SELECT T1.title, T3.title FROM song AS T1 JOIN singer AS T2 ON T2.name IS NULL ORDER BY 1",
+     "NULL ORD"),
 ])
 def test_from_ending_keyword_refused_before_it_strands_the_grammar(query: str, prefix: str) -> None:
     at = _refused_at(query, TABLES)
