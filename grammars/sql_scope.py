@@ -10,7 +10,10 @@ and says, character by character, whether it is still on course to resolve in sq
   table has all of Q's required columns and col (or Q is bound in an enclosing scope to a
   table that has col); a bare column is recorded;
 - in FROM, an alias (`t AS a` / `t a`) is refused when its table lacks a column the alias is
-  required to have, or when it is already bound; a plain table name binds itself; the FROM
+  required to have, or when it is already bound, or when it runs on from such a qualifier
+  or from a name of the query into a keyword (`T1x`, `T1JOINsong`: the glued-alias rule of
+  grammars.sql_glue, which says exactly what it refuses, and from which character); a plain
+  table name binds itself; the FROM
   clause cannot end (WHERE / GROUP / ORDER / LIMIT / HAVING / set op / `)` / `;` / end of text)
   while a qualifier used before FROM is unbound or a bare column is in none of its tables;
 - after FROM (ON, WHERE, GROUP BY, HAVING, ORDER BY), a qualifier must be bound (in this scope
@@ -24,7 +27,12 @@ and says, character by character, whether it is still on course to resolve in sq
 `feed(text)` returns False at the first character that breaks a rule (state then undefined:
 feed a `copy()`); `viable()` says whether the word being typed can still end well;
 `can_end()` whether the text may stop here. `word_set()` is the finite set of words the word
-now being typed must be a prefix of (None: any identifier may follow), for the mask layer.
+now being typed must be a prefix of (None: any identifier may follow), for the mask layer;
+where it is None, `word_block()` is the co-finite restriction (blocked prefixes, exceptions)
+of grammars.sql_glue (None: none): a word with a blocked prefix must be a prefix of an
+exception. While FROM may not end, the words after an operand of ON (and after a FROM item)
+are a finite set without the FROM-ending keywords, chosen so that no beginning the grammar
+allows is stranded (`ON a = b ORD` is refused at the `D`, not at the end of ORDER).
 `signature()` is a hashable summary: equal signatures behave equally on every text.
 
 Assumes the text is grammar-valid SQL (grammars.sql): it does not check syntax, only names.
@@ -35,6 +43,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from grammars import sql_glue
 
 IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 KEYWORDS = frozenset((
@@ -49,6 +59,12 @@ _OPERAND_WORDS = frozenset("not null case cast exists".split())
 _STRICT_AFTER = frozenset("where on by having and or when then else between is distinct like glob".split())
 _AFTER_PAREN_WORDS = frozenset("select distinct".split())
 _QUOTES = {'"': '"', "`": "`", "[": "]"}
+_ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
+# after an operand of ON while FROM may not end yet: the words the grammar allows there after
+# any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
+_ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
+_OPERAND_ENDS = frozenset(("null", "end"))
+_BLOCKS = 4096  # SqlSchema.blocks entries; cleared when it grows past this
 
 
 @dataclass
@@ -81,10 +97,12 @@ class SqlSchema:
 
     def __init__(self, tables: dict[str, list[str]], functions: frozenset[str]) -> None:
         self.columns = {t.lower(): frozenset(c.lower() for c in cols) for t, cols in tables.items()}
+        self.tables = frozenset(self.columns)
         self.all_columns = frozenset(c for cols in self.columns.values() for c in cols)
         self.functions = functions
         self._fits: dict[frozenset[str], frozenset[str]] = {}
         self.memo: dict[tuple[object, ...], Any] = {}  # for the mask layer: shared by its matchers
+        self.blocks: dict[tuple[object, ...], sql_glue.Block | None] = {}  # SqlScope.word_block's
 
     def fitting_columns(self, required: frozenset[str]) -> frozenset[str]:
         """Columns col such that some table has all of `required` and col."""
@@ -98,8 +116,8 @@ class SqlSchema:
 class SqlScope:
     """Name-resolution state of one query being generated (see the module docstring)."""
 
-    __slots__ = ("schema", "scopes", "parens", "mode", "word", "word_set_at_start", "quoted",
-                 "pending", "qual", "operand", "last", "ended", "as_pending")
+    __slots__ = ("schema", "scopes", "parens", "mode", "word", "word_set_at_start", "word_block_at_start",
+                 "quoted", "pending", "qual", "operand", "last", "ended", "as_pending")
 
     def __init__(self, schema: SqlSchema) -> None:
         self.schema = schema
@@ -108,6 +126,7 @@ class SqlScope:
         self.mode = ""  # "" | "'" | '"' | "`" | "[" (inside a literal / quoted name)
         self.word = ""  # the identifier or number being typed (original case)
         self.word_set_at_start: frozenset[str] | None = None
+        self.word_block_at_start: sql_glue.Block | None = None
         self.quoted = ""  # content of the quoted name being typed
         self.pending: str | None = None  # a closed quoted name waiting for its next character
         self.qual: str | None = None  # after `Q.`: the qualifier whose column comes next
@@ -122,6 +141,7 @@ class SqlScope:
         new.scopes = [s.copy() for s in self.scopes]
         new.parens = list(self.parens)
         new.mode, new.word, new.word_set_at_start = self.mode, self.word, self.word_set_at_start
+        new.word_block_at_start = self.word_block_at_start
         new.quoted, new.pending, new.qual = self.quoted, self.pending, self.qual
         new.operand, new.last, new.ended = self.operand, self.last, self.ended
         new.as_pending = self.as_pending
@@ -140,9 +160,12 @@ class SqlScope:
 
     def viable(self) -> bool:
         """Whether the word being typed is a prefix of a word that may come here."""
-        words = self.word_set_at_start
-        if not self.word or words is None or self.word[0].isdigit():
+        if not self.word or self.word[0].isdigit():
             return True
+        words = self.word_set_at_start
+        if words is None:
+            block = self.word_block_at_start
+            return block is None or sql_glue.viable(self.word.lower(), block)
         low = self.word.lower()
         return any(w.startswith(low) for w in words)
 
@@ -161,9 +184,12 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if scope is None or scope.core_pending:
             return None
+        if (scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth
+                and not self._resolved(scope)):
+            return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
         if scope.clause == "from" and scope.slot == "after_alias":
             blocked = not self._resolved(scope)
-            words = set(_JOIN_WORDS) | ({"on"} if scope.joined else set())
+            words = (_JOIN_WORDS - {"outer"}) | ({"on"} if scope.joined else set())  # OUTER: after LEFT
             return None if not blocked else frozenset(words)
         if scope.clause in ("on", "after") and self.operand and not scope.compound:
             visible = self._visible()
@@ -180,7 +206,43 @@ class SqlScope:
             return frozenset(names)
         return None
 
+    def word_block(self) -> sql_glue.Block | None:
+        """(blocked prefixes, exceptions) for a word starting here in a FROM alias slot (see
+        grammars.sql_glue); None where the rule does not apply or no name can be blocked."""
+        if self.mode or self.pending is not None or self.as_pending or self.qual is not None:
+            return None
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is None or scope.clause != "from" or scope.slot not in _ALIAS_SLOTS:
+            return None
+        key = (scope.slot, scope.table, tuple(scope.refs.items()), tuple(scope.bound))
+        memo = self.schema.blocks
+        try:
+            return memo[key]
+        except KeyError:
+            pass
+        if len(memo) > _BLOCKS:
+            memo.clear()
+        block: sql_glue.Block | None = None
+        used = [*scope.refs, *scope.bound]
+        misfits = {q for q in scope.refs if q not in scope.bound and not self._alias_fits(scope, q)}
+        prefixes = sql_glue.glue_prefixes(used) | misfits
+        if prefixes:
+            names = (scope.refs.keys() | self.schema.tables) - KEYWORDS
+            exceptions = {n for n in names if (sql_glue.near(n, used) or sql_glue.glued(n, prefixes))
+                          and self._alias_fits(scope, n)}
+            exceptions |= {k for k in KEYWORDS if sql_glue.glued(k, prefixes)}
+            block = prefixes, frozenset(exceptions)
+        memo[key] = block
+        return block
+
     # -- internals ----------------------------------------------------------------------
+    def _alias_fits(self, scope: _Scope, low: str) -> bool:
+        """`low` (not a keyword) may be the alias of the current FROM item, glue aside."""
+        if low in scope.bound:
+            return False
+        table = scope.table if scope.slot != "after_sub" else None
+        return table is None or scope.refs.get(low, frozenset()) <= self.schema.columns.get(table, frozenset())
+
     def _visible(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
         for scope in self.scopes:
@@ -279,7 +341,8 @@ class SqlScope:
             self.operand = False  # an opaque literal / quoted name was an operand
         if ch in IDENT_CHARS:
             if not self.word:
-                self.word_set_at_start = self.word_set()
+                self.word_set_at_start = words = self.word_set()
+                self.word_block_at_start = self.word_block() if words is None else None
             self.word += ch
             return True
         if self.word:
@@ -351,7 +414,7 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if scope is not None and scope.clause in ("from", "on") and scope.slot in (
                 "table", "after_table", "after_as", "after_sub"):
-            return self._from_name(scope, low)
+            return self._from_name(scope, low, quoted=True)
         self.pending = low
         return True
 
@@ -404,18 +467,18 @@ class SqlScope:
             return True
         return words is None or low in words
 
-    def _from_name(self, scope: _Scope, low: str) -> bool:
+    def _from_name(self, scope: _Scope, low: str, *, quoted: bool = False) -> bool:
         slot = scope.slot
         if slot == "table":
             scope.table, scope.slot = low, "after_table"
             return True
-        table = scope.table if slot != "after_sub" else None
-        if low in scope.bound or low in KEYWORDS:
+        if low in KEYWORDS or not self._alias_fits(scope, low):
             return False
-        required = scope.refs.get(low, frozenset())
-        if table is not None and not required <= self.schema.columns.get(table, frozenset()):
+        block = None if quoted else self.word_block()  # a quoted name is not typed as a word
+        if block is not None and low not in block[1] and (
+                sql_glue.glued(low, block[0]) or sql_glue.near(low, [*scope.refs, *scope.bound])):
             return False
-        scope.bound[low] = table
+        scope.bound[low] = scope.table if slot != "after_sub" else None
         scope.slot = "after_alias"
         return True
 
@@ -436,7 +499,7 @@ class SqlScope:
                 self.scopes[-1] = _Scope(depth, compound=True)
             self.last = "k"
             return True
-        self.last = "k"
+        self.last = "w" if low in _OPERAND_ENDS else "k"  # NULL / END close an operand, as a name does
         if low == "as":
             if (scope is not None and depth == scope.depth and scope.clause == "from"
                     and scope.slot in ("after_table", "after_sub")):

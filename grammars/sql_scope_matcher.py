@@ -8,6 +8,8 @@ Contract (the Matcher contract of grammars.matcher, plus):
 - `fill_mask` is the grammar's mask ANDed with the scope layer's, exact over the whole
   vocabulary: word pieces (grammars.sql_vocab: ~84k tokens that are at most one separator
   and one identifier run) are restricted with precomputed groups, never a vocabulary loop;
+  where any identifier but a glued alias may come (grammars.sql_glue), the glue prefixes are
+  excluded the same way (a co-finite mask: pieces starting with a prefix, minus exceptions);
   every other token the grammar allows here is read by the scope reader one by one, memoized
   by (scope signature, token shape). A token is allowed iff `accept_token` would accept it.
 - Never a dead end by construction of SqlScope: a prefix it lets through can always be
@@ -137,7 +139,10 @@ class ScopedSqlMatcher(Matcher):
         if not after.feed(kind):
             return self._none
         allowed = after.word_set()
-        return None if allowed is None else self.vocab.allowed(kind, "", allowed)
+        if allowed is not None:
+            return self.vocab.allowed(kind, "", allowed)
+        block = after.word_block()
+        return None if block is None else self.vocab.allowed_except(kind, "", *block)
 
     def _restrict_pieces(self, words: np.ndarray[Any, Any], state: SqlScope) -> None:
         vocab = self.vocab
@@ -149,6 +154,10 @@ class ScopedSqlMatcher(Matcher):
                 allowed = state.word_set_at_start if typed else self._cached(("set",), state.word_set)
                 if allowed is not None:
                     words &= ~vocab.pieces[kind] | vocab.allowed(kind, typed.lower(), allowed)
+                    continue
+                block = state.word_block_at_start if typed else self._cached(("block",), state.word_block)
+                if block is not None:  # the glued-alias rule (grammars.sql_glue): co-finite
+                    words &= ~vocab.pieces[kind] | vocab.allowed_except(kind, typed.lower(), *block)
                 continue
             mask = self._piece_mask(state, kind)
             if mask is not None:

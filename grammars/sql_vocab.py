@@ -18,6 +18,12 @@ by the mask layer (grammars.sql_scope_matcher), cheap because a SQL grammar allo
   union of precomputed groups (one per (kind, lower-cased word)), never a loop over the
   vocabulary; results are cached (LRU, bounded). Pieces whose word starts with a digit
   (numbers) are always in it when `typed` is "" (the scope layer never restricts numbers).
+- `allowed_except(k, typed, prefixes, exceptions)` is the co-finite counterpart (the
+  glued-alias rule, grammars.sql_glue): an int32 mask [W] that, ANDed with the pieces of kind
+  k, keeps those for which `typed + word` has no prefix in `prefixes` or is a prefix of one of
+  `exceptions` (its bits outside kind k mean nothing: AND it with kind k's pieces). Built from the
+  pieces of kind k whose word starts with a given string (a range of the kind's sorted words,
+  indexed on first use) and `allowed`; cached like it.
 - `closing[c]` (c one of ' " ` ]) is the int32 word mask [W] of the tokens containing c: inside
   a literal or quoted name, only those can change what SqlScope reads; `blank` the tokens
   that are whitespace only and `ops` those made of whitespace and operator characters
@@ -31,6 +37,7 @@ Knows nothing of grammars, matchers or HTTP.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -161,17 +168,64 @@ class SqlVocab:
         shape_ids: dict[str, int] = {}
         self.shape_id = np.asarray([shape_ids.setdefault(shape, len(shape_ids)) for shape in self.shape],
                                    dtype=np.int64)  # [V] id of the token's reading shape
-        self._cache: OrderedDict[tuple[str, str, frozenset[str]], npt.NDArray[np.int32]] = OrderedDict()
+        self._cache: OrderedDict[tuple[object, ...], npt.NDArray[np.int32]] = OrderedDict()
+        self._sorted: dict[str, tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
 
-    def allowed(self, kind: str, typed: str, words: frozenset[str]) -> npt.NDArray[np.int32]:
-        """Word pieces of `kind` that keep `typed + word` a prefix of one of `words`."""
-        key = (kind, typed, words)
+    def _hit(self, key: tuple[object, ...]) -> npt.NDArray[np.int32] | None:
         hit = self._cache.get(key)
         if hit is not None:
             try:
                 self._cache.move_to_end(key)
             except KeyError:  # evicted meanwhile by another thread's matcher
                 pass
+        return hit
+
+    def _store(self, key: tuple[object, ...], mask: npt.NDArray[np.int32]) -> None:
+        self._cache[key] = mask
+        if len(self._cache) > _CACHE:
+            try:
+                self._cache.popitem(last=False)
+            except KeyError:
+                pass
+
+    def _starting_with(self, kind: str, start: str) -> npt.NDArray[np.int64]:
+        """Ids of the pieces of `kind` whose lower-cased word starts with `start`."""
+        index = self._sorted.get(kind)
+        if index is None:  # words sorted, with their ids laid out in that order
+            words = sorted(word for k, word in self._groups if k == kind)
+            groups = [self._groups[(kind, word)] for word in words]
+            offsets = np.cumsum([0] + [len(g) for g in groups]).astype(np.int64)
+            ids = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+            index = self._sorted[kind] = (words, offsets, ids)
+        words, offsets, ids = index
+        lo, hi = bisect_left(words, start), bisect_left(words, start + "\x7f")  # words are ASCII
+        return ids[offsets[lo] : offsets[hi]]
+
+    def allowed_except(self, kind: str, typed: str, prefixes: frozenset[str],
+                       exceptions: frozenset[str]) -> npt.NDArray[np.int32]:
+        """Mask keeping the pieces of `kind` for which `typed + word` has no prefix in
+        `prefixes` or is a prefix of one of `exceptions` (see the module docstring)."""
+        key = ("except", kind, typed, prefixes, exceptions)
+        hit = self._hit(key)
+        if hit is not None:
+            return hit
+        spared = self.allowed(kind, typed, exceptions) if exceptions else self._no_digits
+        if any(typed.startswith(prefix) for prefix in prefixes):
+            mask = spared  # glued already: only the way to an exception is left
+        else:
+            rests = {prefix[len(typed):] for prefix in prefixes
+                     if len(prefix) > len(typed) and prefix.startswith(typed)}
+            ids = [self._starting_with(kind, rest) for rest in rests]
+            refused = _pack(np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64), self.num_words)
+            mask = ~refused | spared
+        self._store(key, mask)
+        return mask
+
+    def allowed(self, kind: str, typed: str, words: frozenset[str]) -> npt.NDArray[np.int32]:
+        """Word pieces of `kind` that keep `typed + word` a prefix of one of `words`."""
+        key = (kind, typed, words)
+        hit = self._hit(key)
+        if hit is not None:
             return hit
         ids: list[npt.NDArray[np.int64]] = []
         seen: set[str] = set()
@@ -190,10 +244,5 @@ class SqlVocab:
         mask = _pack(np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64), self.num_words)
         if not typed:
             mask = mask | self._digits.get(kind, self._no_digits)
-        self._cache[key] = mask
-        if len(self._cache) > _CACHE:
-            try:
-                self._cache.popitem(last=False)
-            except KeyError:
-                pass
+        self._store(key, mask)
         return mask

@@ -30,9 +30,9 @@ REFUSED = [
     ("car_1", "SELECT DISTINCT T2.Model FROM car_names AS T1 INNER JOIN model_list AS T2 ON "
      "T1.Model = T2.Model WHERE T1.Make = 'General Motors' OR T1.Weight > 3500", "OR T1.W"),
     ("course_teach", "SELECT T1.Name, T2.Course FROM teacher AS T1 JOIN course_arrange AS T2 ON "
-     "T1.Teacher_ID = T2.Teacher_ID", "course_arrange AS T2 "),
+     "T1.Teacher_ID = T2.Teacher_ID", "course_arrange AS T2"),  # at its `2` (grammars.sql_glue)
     ("singer", "SELECT T1.Title, T2.Name FROM singer AS T1 JOIN song AS T2 ON T1.Singer_ID = "
-     "T2.Singer_ID", "FROM singer AS T1 "),
+     "T2.Singer_ID", "FROM singer AS T1"),
 ]
 
 
@@ -83,7 +83,7 @@ def test_scope_reader_rules() -> None:
         assert _refused_at(query, tables) is None, query
         assert check_sql(query, tables).valid, query
     bad = {"SELECT T1.title, T1.name FROM": "SELECT T1.title, T1.n",  # no table has both
-           "SELECT T1.title FROM singer AS T1 WHERE": "singer AS T1 ",  # singer has no title
+           "SELECT T1.title FROM singer AS T1 WHERE": "singer AS T1",  # singer has no title (at `1`)
            "SELECT T9.name FROM singer AS T1 WHERE": "singer AS T1 W",  # T9 never bound, FROM ends
            "SELECT name FROM singer AS T1 WHERE T2.id = 1": "WHERE T2",  # not a bound qualifier
            "SELECT name FROM song": "FROM song",  # bare `name` in no FROM table (it cannot end)
