@@ -356,10 +356,10 @@ class SpecDecoder:
         return seq
 
 
-def _length_keys(request: GenerationRequest) -> tuple[tuple[str, ...], ...]:
-    """Output-length record keys, most specific first: the exact grammar, then its kind."""
+def _length_keys(request: GenerationRequest) -> tuple[tuple[str, str | int], ...]:
+    """Output-length record keys, most specific first: the exact grammar (by hash: the record
+    holds no schema text), then its kind."""
     grammar = request.grammar
     if grammar is None:
         return (("kind", "text"),)
-    spec = grammar.spec
-    return (("spec", spec.kind, spec.source, repr(spec.options)), ("kind", spec.kind))
+    return (("spec", hash(grammar.spec)), ("kind", grammar.spec.kind))

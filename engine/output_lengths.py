@@ -13,7 +13,8 @@ Contract:
 - `record(keys, length=n, truncated=t)` stores one finished output under every key in `keys`
   (the caller passes the most specific first: e.g. the grammar's exact spec, then its kind);
   `truncated` (finish_reason `length`) marks a censored output: its length L is only known to
-  be >= n. Each key keeps its last `window` records.
+  be >= n. Each key keeps its last `window` records; at most `max_keys` keys are kept, the
+  least recently recorded dropped first (a server sees unboundedly many distinct schemas).
 - `expected_remaining(keys, generated=g, room=r)` predicts `min(L - g, r)` (the tokens still
   to come, capped by the room the request has left) from the records that determine it: every
   uncensored one, and a censored one only where n >= g + r (it then contributes r; a shorter
@@ -28,17 +29,18 @@ models, costs or grammars beyond the keys it is given.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Hashable, Sequence
 
 
 class OutputLengths:
-    def __init__(self, *, window: int = 64, min_records: int = 1) -> None:
-        if window < 1 or min_records < 1:
-            raise ValueError("window and min_records must be >= 1")
+    def __init__(self, *, window: int = 64, min_records: int = 1, max_keys: int = 4096) -> None:
+        if window < 1 or min_records < 1 or max_keys < 1:
+            raise ValueError("window, min_records and max_keys must be >= 1")
         self.window = window
         self.min_records = min_records
-        self._lengths: dict[Hashable, deque[tuple[int, bool]]] = {}
+        self.max_keys = max_keys
+        self._lengths: OrderedDict[Hashable, deque[tuple[int, bool]]] = OrderedDict()
 
     def record(self, keys: Sequence[Hashable], *, length: int, truncated: bool = False) -> None:
         """One finished output of `length` tokens (`truncated`: stopped by a limit, so the
@@ -47,6 +49,9 @@ class OutputLengths:
             raise ValueError(f"length must be >= 0, got {length}")
         for key in keys:
             self._lengths.setdefault(key, deque(maxlen=self.window)).append((length, truncated))
+            self._lengths.move_to_end(key)
+        while len(self._lengths) > self.max_keys:
+            self._lengths.popitem(last=False)
 
     def expected_remaining(self, keys: Sequence[Hashable], *, generated: int, room: int) -> float | None:
         """Mean of min(L - generated, room) over the deciding key's records that determine it

@@ -52,3 +52,12 @@ def test_a_censored_output_counts_only_where_it_covers_the_request() -> None:
     assert record.expected_remaining(["k"], generated=1, room=47) == pytest.approx(47)
     record.record(["k"], length=11)
     assert record.expected_remaining(["k"], generated=1, room=47) == pytest.approx((47 + 10) / 2)
+
+
+def test_least_recently_recorded_keys_are_dropped_past_max_keys() -> None:
+    record = OutputLengths(max_keys=2)
+    record.record(["a"], length=5)
+    record.record(["b"], length=6)
+    record.record(["a"], length=7)  # a is now the most recent
+    record.record(["c"], length=8)  # drops b
+    assert record.count("b") == 0 and record.count("a") == 2 and record.count("c") == 1
