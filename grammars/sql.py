@@ -21,6 +21,20 @@ Contract:
   branch per next character, so a schema of hundreds of names keeps one live parser item),
   whitespace never the last element of a rule, shared `ws_X ::= <ws> X` rules (one
   precomputed whitespace position per target: compile time).
+- Lookaheads (run-time mask cost): xgrammar decides a token up front unless it runs past the
+  end of the rule it starts in; then the token is "uncertain" and re-parsed at every fill
+  (~0.3-0.6 µs each; ~3-10k of them at an alias or after a number made the p99). So a word
+  that ends a rule carries a one-character lookahead, a superset of what can follow it
+  anywhere (`(= [ \\t\\n,);])` after an alias, `(= [ \\t\\n,);=!<>+*/%|\\-])` after a number
+  or a string): tokens like " café" or "5.getX" are refused at compile time. Such a rule
+  must not be inlined by xgrammar (the inliner drops the lookahead): it is nullable
+  (`table_alias ::= "" | ...`, used without `?`) or refers to a rule (`number_tail`).
+  Alternatives that must stay in one rule are written flat (`_alternatives`: no nested
+  group, which would be a rule of its own), and operators carry their whitespace in flat,
+  reference-free rules that xgrammar inlines before their operand. A lookahead never
+  changes what is accepted (xgrammar's parser ignores it), only how the mask is computed;
+  tests/grammars/test_sql_equivalence.py checks the masks against the grammar before
+  lookaheads, token position by token position.
 - With `tables=None` table and column names are any identifier (plain, "quoted",
   `backticked` or [bracketed]); function calls take any identifier as the name. With
   tables, table names must be one of the schema's tables and column names one of its
@@ -47,6 +61,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from grammars.errors import GrammarError
@@ -70,6 +85,27 @@ SQL_MAX_WHITESPACE = 8  # longest whitespace run; enforced by the matcher, not t
 _WS = "[ \\t\\n] [ \\t\\n]*"  # one or more; inline (a rule or {m,n} here costs 100x)
 _WS0 = "[ \\t\\n]*"
 _Trie = dict[str, "_Trie"]
+# The four identifier forms, each an inline sequence (a `+` or a nested group would become
+# a rule of its own, whose end a token can cross: see "Lookaheads" in the module docstring).
+_IDENT_FORMS = ('[A-Za-z_] [A-Za-z0-9_$]*', '"\\"" [^"\\n] [^"\\n]* "\\""',
+                '"`" [^`\\n] [^`\\n]* "`"', '"[" [^\\]\\n] [^\\]\\n]* "]"')
+# What can follow a finished literal (number, string): whitespace, an operator, , ) ;
+_AFTER_LITERAL = "(= [ \\t\\n,);=!<>+*/%|\\-])"
+_AFTER_ALIAS = "(= [ \\t\\n,);])"  # a FROM / select-list alias: whitespace , ) ;
+
+
+_SYM_OPS = ("=", "==", "!=", "<>", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "||")
+_FRACTIONS = ("", '"." [0-9]*')  # `("." [0-9]*)?`, flat
+_EXPONENTS = ("", "[eE] [0-9] [0-9]*", "[eE] [+\\-] [0-9] [0-9]*")  # `([eE] [+\\-]? [0-9]+)?`
+
+
+def _alternatives(prefixes: Sequence[str], forms: Sequence[str]) -> str:
+    """`p f` for every prefix p and form f, as top-level alternatives (no nested group: a
+    nested group is a rule of its own, and a lookahead only covers its own rule's end); the
+    empty one (both parts empty) left out."""
+    alternatives = (" ".join(part for part in (prefix, form) if part)
+                    for prefix in prefixes for form in forms)
+    return " | ".join(alternative for alternative in alternatives if alternative)
 
 
 def _char(ch: str) -> str:
@@ -112,6 +148,23 @@ def _names_ebnf(names: list[str]) -> str:
     return f'{words} | "\\"" {words} "\\""'
 
 
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
+
+
+def _qualifier_ebnf(tables: list[str]) -> str:
+    """`table_name | ident` as flat alternatives: the identifier forms, plus the table names
+    an identifier does not spell (bare names with other characters, quoted ones with a `"`
+    or a newline); the same words."""
+    forms = list(_IDENT_FORMS)
+    bare = [name for name in tables if not _IDENT_RE.match(name.lower())]
+    quoted = [name for name in tables if '"' in name or "\n" in name]
+    if bare:
+        forms.append(_trie_ebnf(_trie(sorted({name.lower() for name in bare}))))
+    if quoted:
+        forms.append(f'"\\"" {_trie_ebnf(_trie(sorted({name.lower() for name in quoted})))} "\\""')
+    return " | ".join(forms)
+
+
 def sql_ebnf(tables: dict[str, list[str]] | None) -> str:
     """xgrammar EBNF (root rule `root`) for one sqlite query; see the module docstring."""
     ws, ws0 = _WS, _WS0
@@ -132,12 +185,16 @@ def sql_ebnf(tables: dict[str, list[str]] | None) -> str:
         name_rules = [
             f"table_name ::= {_names_ebnf(list(tables))}",
             f"column_name ::= {_names_ebnf(columns)}",
-            "qualifier ::= table_name | ident",
+            f"qualifier ::= {_qualifier_ebnf(list(tables))} (= \".\")",
             'name_expr ::= qualifier "." column_name | column_name | function_call',
             'qualified_star ::= qualifier "." "*"',
             *_call_rules(k),
         ]
     types = _trie_ebnf(_trie(_TYPES))
+    k_as = k["as"]
+    as_ws = f"{ws} {k_as} {ws}"
+    word_ops = [k["and"], k["or"], *(f"{k['not']} {ws} {k[w]}" for w in ("like", "glob", "between")),
+                k["like"], k["glob"], k["between"], k["is"], f"{k['is']} {ws} {k['not']}"]
     comma = f'{ws0} "," {ws0}'
     rules = [
         f'root ::= {ws0} query ({ws0} ";")? {ws0}',
@@ -150,23 +207,26 @@ def sql_ebnf(tables: dict[str, list[str]] | None) -> str:
         f"expr)?)* ({ws} {k['where']} {ws} expr)? ({ws} {k['group']} {ws} {k['by']} {ws} expr "
         f"({comma} expr)*)? ({ws} {k['having']} {ws} expr)?",
         f"result_cols ::= result_col ({comma} result_col)*",
-        f'result_col ::= "*" | qualified_star | expr ({ws} {k["as"]} {ws} ident)?',
+        'result_col ::= "*" | qualified_star | expr result_alias',
+        f'result_alias ::= "" | {_alternatives([as_ws], _IDENT_FORMS)} {_AFTER_ALIAS}',
         f"join ::= {comma} | {ws} join_kw {ws}",
         f"join_kw ::= {k['natural']} {ws} join_kind | join_kind",
         f"join_kind ::= {k['join']} | ({k['inner']} | {k['cross']}) {ws} {k['join']} | "
         f"({k['left']} | {k['right']} | {k['full']}) {ws} ({k['outer']} {ws} {k['join']} | "
         f"{k['join']})",
-        f"from_item ::= table_name ({ws} ({k['as']} {ws} ident | ident))? | \"(\" {ws0} query "
-        f"{ws0} \")\" ({ws0} ({k['as']} {ws} ident | ident))?",
+        f'from_item ::= table_name table_alias | "(" {ws0} query {ws0} ")" subquery_alias',
+        f'table_alias ::= "" | {_alternatives([as_ws, ws], _IDENT_FORMS)} {_AFTER_ALIAS}',
+        f'subquery_alias ::= "" | {_alternatives([f"{ws0} {k_as} {ws}", ws0], _IDENT_FORMS)} '
+        f"{_AFTER_ALIAS}",
         f"order_item ::= expr ({ws} ({k['asc']} | {k['desc']}))?",
         # flat operator chains: a recognizer needs no precedence, and flat rules keep the
         # parser state small (one live item per operand position)
-        f"expr ::= operand ({ws0} sym_op {ws0} operand | {ws} word_op {ws} operand | in_tail)*",
-        'sym_op ::= "=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">=" | "+" | "-" | "*" | "/" '
-        '| "%" | "||"',
-        f"word_op ::= {k['and']} | {k['or']} | {k['not']} {ws} ({k['like']} | {k['glob']} | "
-        f"{k['between']}) | {k['like']} | {k['glob']} | {k['between']} | {k['is']} ({ws} "
-        f"{k['not']})?",
+        f"expr ::= operand (ws0_sym_op {ws0} operand | ws_word_op {ws} operand | in_tail)*",
+        # operators with their leading whitespace as flat alternatives without a rule
+        # reference: xgrammar inlines them into the loop above, so the operand follows in
+        # the same rule and a token running past an operator is decided at compile time
+        f"ws0_sym_op ::= {_alternatives([ws0], [json.dumps(op) for op in _SYM_OPS])}",
+        f"ws_word_op ::= {_alternatives([ws], word_ops)}",
         f'in_tail ::= {ws} ({k["not"]} {ws} {k["in"]} | {k["in"]}) {ws0} "(" {ws0} (query | '
         f'expr ({comma} expr)*) {ws0} ")"',
         f'operand ::= {k["not"]} {ws} operand | "-" {ws0} operand | primary',
@@ -178,8 +238,10 @@ def sql_ebnf(tables: dict[str, list[str]] | None) -> str:
         f"case_expr ::= {k['case']} ({ws} expr)? ({ws} {k['when']} {ws} expr {ws} {k['then']} "
         f"{ws} expr)+ ({ws} {k['else']} {ws} expr)? {ws} {k['end']}",
         *name_rules,
-        'number ::= [0-9]+ ("." [0-9]*)? ([eE] [+\\-]? [0-9]+)? | "." [0-9]+',
-        "string ::= \"'\" [^']* (\"''\" [^']*)* \"'\" | \"\\\"\" [^\"]* \"\\\"\"",
+        f'number ::= [0-9] [0-9]* number_tail | "." [0-9] [0-9]* {_AFTER_LITERAL}',
+        f'number_tail ::= "" | {_alternatives(_FRACTIONS, _EXPONENTS)} {_AFTER_LITERAL}',
+        f"string ::= \"'\" [^']* (\"''\" [^']*)* \"'\" | \"\\\"\" [^\"]* \"\\\"\" "
+        f"{_AFTER_LITERAL}",
         'ident ::= [A-Za-z_] [A-Za-z0-9_$]* | "\\"" [^"\\n]+ "\\"" | "`" [^`\\n]+ "`" | "[" '
         '[^\\]\\n]+ "]"',
     ]
@@ -227,7 +289,7 @@ def sql_ebnf_bounded(ebnf: str) -> str:
 
 
 _SHARED = ("expr", "operand", "query", "select_core", "result_col", "from_item", "order_item",
-           "ident", "call_args", "join_kind", "sym_op", "word_op", "table_name")
+           "call_args", "join_kind", "table_name")
 
 
 def _share_leading_whitespace(rules: list[str]) -> list[str]:
