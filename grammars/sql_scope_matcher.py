@@ -23,7 +23,9 @@ Knows nothing of sampling, engines or HTTP.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,7 @@ from grammars.sql_scope import SqlSchema, SqlScope
 from grammars.sql_vocab import BIG_KINDS, SqlVocab
 
 _MEMO = 1 << 17  # entries; the memo is cleared when it grows past this
+_VERDICTS = ("verdict entries",)  # memo key: how many entries the per-signature verdict dicts hold
 _CLOSER = {'"': '"', "`": "`", "[": "]"}
 
 
@@ -114,9 +117,14 @@ class ScopedSqlMatcher(Matcher):
         self._check_rest(words, state)
 
     def _remember(self, key: tuple[object, ...], value: Any) -> None:
-        if len(self._memo) > _MEMO:
+        if len(self._memo) + self._memo.get(_VERDICTS, 0) > _MEMO:
             self._memo.clear()
         self._memo[key] = value
+
+    def _grow(self, verdicts: int) -> None:
+        """Count `verdicts` new entries of the per-signature verdict dicts against _MEMO."""
+        if verdicts:
+            self._memo[_VERDICTS] = self._memo.get(_VERDICTS, 0) + verdicts
 
     def _cached(self, what: tuple[object, ...], compute: Callable[[], Any]) -> Any:
         key = (self._signature(), *what)
@@ -165,6 +173,8 @@ class ScopedSqlMatcher(Matcher):
 
     def _check_rest(self, words: np.ndarray[Any, Any], state: SqlScope) -> None:
         vocab = self.vocab
+        index = _rest_index(vocab)
+        refused: list[np.ndarray[Any, Any]] = []
         if state.mode:  # inside a literal / quoted name: only a closing character matters
             rest = words & vocab.closing["'" if state.mode == "'" else _CLOSER[state.mode]]
         else:
@@ -172,40 +182,100 @@ class ScopedSqlMatcher(Matcher):
                 if not self._cached(("class", text), lambda text=text: state.copy().feed(text)):  # type: ignore[misc]
                     words &= ~cls
             rest = words & ~vocab.classed
-        hot = np.flatnonzero(rest)
-        if not len(hot):
-            return
-        bits = np.unpackbits(rest[hot].view(np.uint8), bitorder="little").reshape(len(hot), 32)
-        rows, cols = np.nonzero(bits)
-        ids = hot[rows] * 32 + cols  # [n] token ids the grammar allows, still to decide
-        kinds = vocab.kind_of[ids]
-        if not state.mode:  # pieces of the small kinds: one reading per kind, then groups
-            for kind_index in np.unique(kinds[kinds >= 0]).tolist():
-                members = ids[kinds == kind_index]
-                mask = self._piece_mask(state, vocab.kinds[kind_index])
-                if mask is not None:
-                    refused = members[((mask[members >> 5] >> (members & 31)) & 1) == 0]
-                    _clear_many(words, refused)
-            ids = ids[kinds < 0]
-        signature = self._signature()
-        memo = self._memo
+            refused.extend(self._small_pieces(rest, state, index))
+            rest &= ~index.small_mask
+        ids = _token_ids(rest)  # [n] token ids the grammar allows, still to decide
         ids = ids[~np.isin(ids, self._stop_ids)]
-        # one reading per shape (outside a literal), per token inside one
-        keys = -1 - ids if state.mode else vocab.shape_id[ids]
-        unique, first = np.unique(keys, return_index=True)
+        if len(ids):
+            refused.extend(self._read_shapes(ids, state, index))
+        if refused:
+            _clear_many(words, np.concatenate(refused))
+
+    def _small_pieces(self, rest: np.ndarray[Any, Any], state: SqlScope,
+                      index: _RestIndex) -> list[np.ndarray[Any, Any]]:
+        """The refused word pieces of the small kinds in `rest`: one reading per kind."""
+        small = index.small_ids
+        present = ((rest.view(np.uint32)[small >> 5] >> (small & 31).astype(np.uint32)) & 1) == 1
+        if not present.any():
+            return []
+        ids, kinds = small[present], index.small_kinds[present]
         refused = []
+        for kind_index in np.unique(kinds).tolist():
+            mask = self._piece_mask(state, self.vocab.kinds[kind_index])
+            if mask is not None:
+                members = ids[kinds == kind_index]
+                refused.append(members[((mask[members >> 5] >> (members & 31)) & 1) == 0])
+        return refused
+
+    def _read_shapes(self, ids: np.ndarray[Any, Any], state: SqlScope,
+                     index: _RestIndex) -> list[np.ndarray[Any, Any]]:
+        """The refused tokens among `ids`: one reading per shape outside a literal (a shape
+        without its leading " " where reading " " leaves the signature as it is: equal
+        signatures read every text alike), one per token inside one; verdicts memoized per
+        signature."""
+        if state.mode:
+            keys = -1 - ids
+        elif self._cached(("blank keeps",), lambda: self._blank_keeps(state)):
+            keys = index.unspaced[ids]
+        else:
+            keys = self.vocab.shape_id[ids]
+        unique, first = np.unique(keys, return_index=True)
+        verdicts: dict[int, bool] = self._cached(("verdicts",), dict)
+        refused, read = [], 0
         for key, token_id in zip(unique.tolist(), ids[first].tolist(), strict=True):
-            verdict = memo.get((signature, key))
+            verdict = verdicts.get(key)
             if verdict is None:
-                self.stats["checked"] += 1
-                verdict = self._reads(state, token_id) is not None
-                self._remember((signature, key), verdict)
-            else:
-                self.stats["memo_hits"] += 1
+                verdict = verdicts[key] = self._reads(state, token_id) is not None
+                read += 1
             if not verdict:
                 refused.append(key)
-        if refused:
-            _clear_many(words, ids[np.isin(keys, refused)])
+        self.stats["checked"] += read
+        self.stats["memo_hits"] += len(unique) - read
+        self._grow(read)
+        return [ids[np.isin(keys, refused)]] if refused else []
+
+    def _blank_keeps(self, state: SqlScope) -> bool:
+        """Whether reading " " here succeeds and leaves the signature unchanged."""
+        probe = state.copy()
+        return probe.feed(" ") and _Signature(probe.signature()) == self._signature()
+
+
+@dataclass(frozen=True, slots=True)
+class _RestIndex:
+    """Per-vocabulary arrays for the tokens outside the big word-piece groups."""
+
+    small_ids: np.ndarray[Any, Any]  # [n] int64 ids of the word pieces of the small kinds
+    small_kinds: np.ndarray[Any, Any]  # [n] int32 their kind indices
+    small_mask: np.ndarray[Any, Any]  # [W] int32 word mask of small_ids
+    unspaced: np.ndarray[Any, Any]  # [V] int64 shape key of the token's shape less a leading " "
+
+
+_INDEXES: weakref.WeakKeyDictionary[SqlVocab, _RestIndex] = weakref.WeakKeyDictionary()
+
+
+def _rest_index(vocab: SqlVocab) -> _RestIndex:
+    """Built once per vocabulary (~0.1 s; a race builds it twice, harmlessly)."""
+    index = _INDEXES.get(vocab)
+    if index is None:
+        small_ids = np.flatnonzero(vocab.kind_of >= len(BIG_KINDS)).astype(np.int64)
+        keys = {shape: int(key) for shape, key in zip(vocab.shape, vocab.shape_id.tolist(), strict=True)}
+        unspaced = [keys.setdefault(shape[1:], len(keys)) if shape.startswith(" ") else keys[shape]
+                    for shape in vocab.shape]
+        mask = np.zeros(vocab.num_words, dtype=np.uint32)
+        np.bitwise_or.at(mask, small_ids >> 5, np.left_shift(np.uint32(1), (small_ids & 31).astype(np.uint32)))
+        index = _INDEXES[vocab] = _RestIndex(small_ids, vocab.kind_of[small_ids], mask.view(np.int32),
+                                             np.asarray(unspaced, dtype=np.int64))
+    return index
+
+
+def _token_ids(words: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The ids of the set bits of an int32 word mask [W], ascending."""
+    hot = np.flatnonzero(words)
+    if not len(hot):
+        return hot
+    bits = np.unpackbits(words[hot].view(np.uint8), bitorder="little").reshape(len(hot), 32)
+    rows, cols = np.nonzero(bits)
+    return hot[rows] * 32 + cols  # type: ignore[no-any-return]
 
 
 def _clear_many(words: np.ndarray[Any, Any], token_ids: np.ndarray[Any, Any]) -> None:
