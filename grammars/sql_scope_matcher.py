@@ -10,8 +10,12 @@ Contract (the Matcher contract of grammars.matcher, plus):
   and one identifier run) are restricted with precomputed groups, never a vocabulary loop;
   where any identifier but a glued alias may come (grammars.sql_glue), the glue prefixes are
   excluded the same way (a co-finite mask: pieces starting with a prefix, minus exceptions);
-  every other token the grammar allows here is read by the scope reader one by one, memoized
-  by (scope signature, token shape). A token is allowed iff `accept_token` would accept it.
+  every other token the grammar allows here is read by the scope reader once per reading
+  shape (sql_vocab.reading_shape; less its leading blank where reading a blank leaves the
+  signature unchanged: equal signatures read every text alike), verdicts memoized in one dict
+  per scope signature (entries counted against `_MEMO`); word pieces of the ~75 small kinds
+  (~740 tokens) are found through a per-vocabulary index, not the whole row. A token is
+  allowed iff `accept_token` would accept it.
 - Never a dead end by construction of SqlScope: a prefix it lets through can always be
   completed (an alias can be any identifier, a bound qualifier exists after FROM, a table
   with the required columns exists before it, JOIN is always possible while FROM must go on).
