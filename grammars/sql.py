@@ -28,10 +28,12 @@ Contract:
   anywhere (`(= [ \\t\\n,);])` after an alias, `(= [ \\t\\n,);=!<>+*/%|\\-])` after a number
   or a string): tokens like " café" or "5.getX" are refused at compile time. Such a rule
   must not be inlined by xgrammar (the inliner drops the lookahead): it is nullable
-  (`table_alias ::= "" | ...`, used without `?`) or refers to a rule (`number_tail`).
-  Alternatives that must stay in one rule are written flat (`_alternatives`: no nested
-  group, which would be a rule of its own), and operators carry their whitespace in flat,
-  reference-free rules that xgrammar inlines before their operand. A lookahead never
+  (`table_alias ::= "" | ...`, used without `?`), refers to a rule (`number_tail`,
+  `alias_name`) or is never first in a sequence (`alias_name`, shared by the three alias
+  positions: one set of precomputed identifier states, compile time below the grammar
+  before lookaheads). Alternatives that must stay in one rule are written flat
+  (`_alternatives`: no nested group, which would be a rule of its own), and operators carry
+  their whitespace in flat, reference-free rules that xgrammar inlines before their operand. A lookahead never
   changes what is accepted (xgrammar's parser ignores it), only how the mask is computed;
   tests/grammars/test_sql_equivalence.py checks the masks against the grammar before
   lookaheads, token position by token position.
@@ -208,16 +210,16 @@ def sql_ebnf(tables: dict[str, list[str]] | None) -> str:
         f"({comma} expr)*)? ({ws} {k['having']} {ws} expr)?",
         f"result_cols ::= result_col ({comma} result_col)*",
         'result_col ::= "*" | qualified_star | expr result_alias',
-        f'result_alias ::= "" | {_alternatives([as_ws], _IDENT_FORMS)} {_AFTER_ALIAS}',
+        f'result_alias ::= "" | {as_ws} alias_name {_AFTER_ALIAS}',
         f"join ::= {comma} | {ws} join_kw {ws}",
         f"join_kw ::= {k['natural']} {ws} join_kind | join_kind",
         f"join_kind ::= {k['join']} | ({k['inner']} | {k['cross']}) {ws} {k['join']} | "
         f"({k['left']} | {k['right']} | {k['full']}) {ws} ({k['outer']} {ws} {k['join']} | "
         f"{k['join']})",
         f'from_item ::= table_name table_alias | "(" {ws0} query {ws0} ")" subquery_alias',
-        f'table_alias ::= "" | {_alternatives([as_ws, ws], _IDENT_FORMS)} {_AFTER_ALIAS}',
-        f'subquery_alias ::= "" | {_alternatives([f"{ws0} {k_as} {ws}", ws0], _IDENT_FORMS)} '
-        f"{_AFTER_ALIAS}",
+        f'table_alias ::= "" | {as_ws} alias_name | {ws} alias_name {_AFTER_ALIAS}',
+        f'subquery_alias ::= "" | {ws0} {k_as} {ws} alias_name | {ws0} alias_name {_AFTER_ALIAS}',
+        f"alias_name ::= {' | '.join(_IDENT_FORMS)} {_AFTER_ALIAS}",
         f"order_item ::= expr ({ws} ({k['asc']} | {k['desc']}))?",
         # flat operator chains: a recognizer needs no precedence, and flat rules keep the
         # parser state small (one live item per operand position)
