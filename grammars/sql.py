@@ -33,10 +33,10 @@ Contract:
   positions: one set of precomputed identifier states, compile time below the grammar
   before lookaheads). Alternatives that must stay in one rule are written flat
   (`_alternatives`: no nested group, which would be a rule of its own), and operators carry
-  their whitespace in flat, reference-free rules that xgrammar inlines before their operand. A lookahead never
-  changes what is accepted (xgrammar's parser ignores it), only how the mask is computed;
-  tests/grammars/test_sql_equivalence.py checks the masks against the grammar before
-  lookaheads, token position by token position.
+  their whitespace in flat, reference-free rules that xgrammar inlines before their operand.
+  A lookahead never changes what is accepted (xgrammar's parser ignores it), only how the
+  mask is computed; tests/grammars/test_sql_equivalence.py checks the masks against the
+  grammar before lookaheads, token position by token position.
 - With `tables=None` table and column names are any identifier (plain, "quoted",
   `backticked` or [bracketed]); function calls take any identifier as the name. With
   tables, table names must be one of the schema's tables and column names one of its
