@@ -12,8 +12,10 @@
    share that parse, share that run (sqlite, grammars.sql_check), test-suite execution
    accuracy (benchmarks.text2sql.suite), acceptance, end-to-end tokens/s and speed-up over
    the same arm's `no-spec`. Default configurations: free/no-spec, grammar/no-spec,
-   grammar/specgate (masked draft model), grammar/ngram (prompt lookup + grammar-forced
-   tokens); add grammar/forced-only to isolate forced tokens. They run interleaved per
+   grammar/specgate (masked draft model, K chosen per step as `specgate serve` does: adaptive,
+   from the forward costs measured and cached per machine), grammar/ngram (prompt lookup +
+   grammar-forced tokens); add grammar/specgate-fixed-k (K=4 every step) or
+   grammar/forced-only to isolate forced tokens. They run interleaved per
    question after one unrecorded warm-up request. Unconstrained
    answers go through `extract_sql` (fences stripped); both arms are cut at the first ";".
    `max_tokens` per question = min(160, 2 x gold tokens + 16).
@@ -108,6 +110,11 @@ def run_model(args: argparse.Namespace, suites: dict[str, TestSuite], log: Any) 
     needs_draft = any(TORCH_CONFIGS[c.split("/")[1]].drafter == "model" for c in args.configs)
     draft = loader.load(args.draft, dtype="bfloat16", device="cpu")[0] if needs_draft else None
     runner = TorchRunner(target_model=target, draft_model=draft, tokenizer=tokenizer)
+    if draft is not None:  # `specgate` then picks K as `specgate serve` does (adaptive, measured costs)
+        from engine import cost_model
+
+        runner.costs = cost_model.load_or_measure(target, draft, k_max=args.k, target_name=args.target,
+                                                  draft_name=args.draft)
     arms = {arm: Workload(f"text2sql{'' if arm == 'grammar' else '-free'}",
                           tuple(text2sql_cases(args.data_dir, args.per_db, args.seed, constrained=arm == "grammar")))
             for arm in ("free", "grammar")}
