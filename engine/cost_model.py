@@ -16,7 +16,11 @@ Contract:
 - `load_or_measure(...)` caches the result as JSON under the models cache
   (`<models root>/.costs/<key>.json`), keyed by backend, device, dtype, torch version and
   kernel path (ATen CPU capability, oneDNN on/off), thread count, CPU fingerprint (model +
-  flags) and both models' identities; a cached entry is reused only when it covers K_max.
+  flags) and both models' identities; a cached entry is reused only when it covers K_max,
+  and not when it was measured on a busy machine (`load_per_core`, the 1-minute load average
+  per core at measurement, above `BUSY_LOAD`) that is now at most half as busy: a measurement
+  taken while other jobs ran would otherwise price every later start (seen: a 648 ms plain
+  step cached where the quiet machine takes 210 ms, which made adaptive K pick short K).
 - `ForwardCosts` is pure arithmetic over the measured seconds. One step with K drafts costs
   `K * draft_s + target_s[K]` (K draft forwards, one (K+1)-token verify); a plain step costs
   `target_s[0]`. With per-draft acceptance alpha (Leviathan et al.) the expected speedup of
@@ -42,7 +46,8 @@ from typing import Any
 
 from sampler import expected_speedup_from_hazards
 
-CACHE_VERSION = 4  # 4: draft prefill priced as a line (intercept + slope)
+CACHE_VERSION = 5  # 4: draft prefill priced as a line; 5: load per core recorded
+BUSY_LOAD = 0.75  # load average per core above which a cached measurement is retaken once the load halves
 PERFECT_ALPHA = 0.999  # "even perfect acceptance": just below 1 (alpha=1 never occurs at T>0)
 
 
@@ -64,6 +69,7 @@ class ForwardCosts:
     kernel_path: str = ""
     threads: int = 0
     measure_wall_s: float = 0.0
+    load_per_core: float = 0.0  # 1-minute load average per core when measured (0: unknown)
     cached: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -275,6 +281,7 @@ def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context
 
     if k_max < 0 or context < 1 or repeats < 1:
         raise ValueError("k_max >= 0, context >= 1 and repeats >= 1 required")
+    load_before = load_per_core()  # taken before the timed forwards add their own load
     start = time.perf_counter()
     vocab = int(target.config.vocab_size)
     models = [(target, list(range(1, k_max + 2)))] + ([(draft, [1])] if draft is not None else [])
@@ -293,7 +300,7 @@ def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context
         device=device, dtype=dtype or str(next(target.parameters()).dtype).replace("torch.", ""),
         target=target_name or model_identity(target).split("|")[0], draft=draft_name if draft is not None else None,
         cpu=info.model if device == "cpu" else device, flags=tuple(info.key_flags), kernel_path=kernel_path(),
-        threads=torch.get_num_threads(), measure_wall_s=time.perf_counter() - start,
+        threads=torch.get_num_threads(), measure_wall_s=time.perf_counter() - start, load_per_core=load_before,
     )
 
 
@@ -322,6 +329,14 @@ def cache_path(key: str, *, cache_dir: str | os.PathLike[str] | None = None) -> 
     return root / f"{key}.json"
 
 
+def load_per_core() -> float:
+    """The 1-minute load average per CPU core (0.0 where the platform has none)."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except (AttributeError, OSError):
+        return 0.0
+
+
 def load_or_measure(target: Any, draft: Any | None, *, k_max: int, device: str = "cpu", backend: str = "torch",
                     target_name: str = "", draft_name: str | None = None, context: int = 64, repeats: int = 3,
                     cache_dir: str | os.PathLike[str] | None = None, refresh: bool = False) -> ForwardCosts:
@@ -333,7 +348,9 @@ def load_or_measure(target: Any, draft: Any | None, *, k_max: int, device: str =
             cached = ForwardCosts.from_dict(json.loads(path.read_text()))
         except (ValueError, KeyError, TypeError):
             cached = None
-        if cached is not None and cached.k_max >= k_max:
+        busy_then = cached is not None and cached.load_per_core > BUSY_LOAD
+        if cached is not None and cached.k_max >= k_max and not (
+                busy_then and load_per_core() <= cached.load_per_core / 2):
             return ForwardCosts.from_dict({**cached.as_dict(), "cached": True})
     costs = measure_forward_costs(target, draft, k_max=k_max, context=context, repeats=repeats, device=device,
                                   backend=backend, target_name=target_name, draft_name=draft_name)

@@ -125,6 +125,22 @@ def test_cache_reused_per_models_and_k_max(tiny_pair: Any, tmp_path: pathlib.Pat
     assert cache_path("abc").parent == tmp_path
 
 
+def test_costs_measured_on_a_busy_machine_are_retaken_once_it_is_quieter(
+        tiny_pair: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.cost_model as cost_model
+
+    monkeypatch.setenv("SPECGATE_COSTS_DIR", str(tmp_path))
+    target, draft, _ = tiny_pair
+    monkeypatch.setattr(cost_model, "load_per_core", lambda: 3.0)  # other jobs on every core
+    busy = load_or_measure(target, draft, k_max=1, context=8, repeats=1)
+    assert busy.load_per_core == 3.0
+    assert load_or_measure(target, draft, k_max=1, context=8, repeats=1).cached  # still busy: reused
+    monkeypatch.setattr(cost_model, "load_per_core", lambda: 0.2)
+    quiet = load_or_measure(target, draft, k_max=1, context=8, repeats=1)
+    assert not quiet.cached and quiet.load_per_core == 0.2  # retaken, and stored
+    assert load_or_measure(target, draft, k_max=1, context=8, repeats=1).cached
+
+
 def test_dtype_rule_from_cpu_flags() -> None:
     zen3 = parse_cpuinfo("model name\t: AMD EPYC 7B13\nflags\t\t: fpu sse avx avx2 fma f16c\n", cores=2)
     zen4 = parse_cpuinfo("model name\t: AMD EPYC 9B14\nflags\t\t: avx2 avx512f avx512_bf16 avx512_vnni\n", cores=2)
