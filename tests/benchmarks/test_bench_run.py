@@ -138,6 +138,9 @@ def test_vllm_rows_one_call_per_config_and_mapping(monkeypatch: pytest.MonkeyPat
     fake = types.ModuleType("benchmarks.vllm_configs")
     fake.run_vllm_config = run_vllm_config  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "benchmarks.vllm_configs", fake)
+    import benchmarks  # `from benchmarks import vllm_configs` reads the package attribute once imported
+
+    monkeypatch.setattr(benchmarks, "vllm_configs", fake, raising=False)
     monkeypatch.setattr(vllm_rows, "vllm_unavailable_reason", lambda: None)
     workloads = [load_workload("json", 2, data_dir=data_dir), load_workload("sql", 1, data_dir=data_dir)]
     records = vllm_rows.vllm_records(workloads, "specgate-vllm", k=4, temperature=0.7, max_tokens=9)
