@@ -68,9 +68,12 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def _alive(procs: list[Any]) -> list[int]:
+def _alive(procs: list[Any], *, grace_s: float = 20.0) -> list[int]:
+    """Children still running `grace_s` after the server exited (an engine core finishing its
+    own shutdown a moment after its parent is not left behind; one still there is)."""
     import psutil
 
+    psutil.wait_procs(procs, timeout=grace_s)
     out = []
     for p in procs:
         try:
