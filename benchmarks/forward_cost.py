@@ -13,6 +13,9 @@ fixed by environment variables read when torch loads and peak RSS is per process
   for bf16 also oneDNN off, because torch only routes bf16 matmuls to oneDNN where the CPU
   has AVX-512BW/VL/DQ, which an AVX2-only CPU lacks): the path an AVX2-only CPU takes.
   An emulation on this CPU (its caches, memory bandwidth), not a measurement of that CPU.
+- `llama-cpp`: the registered models' Q4_K_M GGUFs (the files the bf16 weights are dequantized
+  from) on llama.cpp's CPU kernels (`engine.llama_cpp_model`, llama-cpp-python built for
+  x86-64-v3 by scripts/bootstrap.sh), `--threads` threads (default: every core).
 - `int8-dynamic`: `torch.ao.quantization.quantize_dynamic` int8 Linear weights (fp32
   activations, fbgemm). Changes the target model: opt-in only, never chosen automatically.
 - `bf16-compile`, `fp32-compile`: `torch.compile(model.forward, dynamic=True)` (inductor,
@@ -51,8 +54,9 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "int8-dynamic": {"dtype": "float32", "quantize": True, "env": {}},
     "bf16-compile": {"dtype": "bfloat16", "compile": True, "env": {}},
     "fp32-compile": {"dtype": "float32", "compile": True, "env": {}},
+    "llama-cpp": {"dtype": "gguf", "llama_cpp": True, "env": {}},
 }
-DEFAULT_OPTIONS = ("bf16", "fp32", "bf16-avx2", "fp32-avx2", "int8-dynamic")
+DEFAULT_OPTIONS = ("bf16", "fp32", "llama-cpp", "bf16-avx2", "fp32-avx2", "int8-dynamic")
 VERIFY_SIZES = (2, 3, 5, 9)
 ALPHA = 0.8
 
@@ -60,14 +64,14 @@ ALPHA = 0.8
 def _prefill_ms(model: Any, n: int, *, repeats: int, warm_up: bool = False) -> float:
     import torch
 
-    from engine.kv_cache import KVCache
+    from engine.kv_cache import cache_for
 
     ids = torch.randint(0, int(model.config.vocab_size), (n,), generator=torch.Generator().manual_seed(1)).tolist()
     if warm_up:
-        KVCache(model).extend(ids)
+        cache_for(model).extend(ids)
     times = []
     for _ in range(repeats):
-        kv = KVCache(model)
+        kv = cache_for(model)
         start = time.perf_counter()
         kv.extend(ids)
         times.append(time.perf_counter() - start)
@@ -130,8 +134,15 @@ def child(option: str, args: argparse.Namespace) -> dict[str, Any]:
     if spec.get("onednn") is False:
         torch.backends.mkldnn.enabled = False
     start = time.perf_counter()
-    target = loader.load(args.model, dtype=spec["dtype"], device="cpu")[0]
-    draft = loader.load(args.draft, dtype=spec["dtype"], device="cpu")[0] if args.draft else None
+    if spec.get("llama_cpp"):
+        from engine.hardware import cpu_info
+
+        threads = args.threads or cpu_info().cores
+        target = loader.load_gguf(args.model, n_threads=threads, n_ctx=1024)[0]
+        draft = loader.load_gguf(args.draft, n_threads=threads, n_ctx=1024)[0] if args.draft else None
+    else:
+        target = loader.load(args.model, dtype=spec["dtype"], device="cpu")[0]
+        draft = loader.load(args.draft, dtype=spec["dtype"], device="cpu")[0] if args.draft else None
     if spec.get("quantize"):
         from torch.ao.quantization import quantize_dynamic
 
@@ -149,7 +160,7 @@ def child(option: str, args: argparse.Namespace) -> dict[str, Any]:
         compiled["graphs_after"] = _graphs()
     best_k, speedup = costs.best_k(ALPHA)
     return {**compiled,
-        "option": option, "dtype": spec["dtype"], "env": spec["env"], "kernels": kernel_path(),
+        "option": option, "dtype": spec["dtype"], "env": spec["env"], "kernels": kernel_path(target),
         "load_s": load_s, "target_ms": [t * 1e3 for t in costs.target_s],
         "draft_ms": costs.draft_s * 1e3 if costs.draft_s is not None else None,
         "prefill_ms": {str(n): v for n, v in prefill.items()},

@@ -1,8 +1,9 @@
 """`build_engine(config) -> Engine`: the one place that turns an `EngineConfig` into a running
 engine, dispatching on `config.backend`.
 
-torch: resolve `dtype="auto"` (`engine.hardware.choose_dtype`), load target (and draft) model +
-tokenizer, measure (or load cached) forward costs when the engine speculates
+torch: resolve `kernels="auto"` (`engine.kernels.choose_kernels`: llama.cpp on the GGUFs, or
+transformers) and, for transformers, `dtype="auto"` (`engine.hardware.choose_dtype`); load
+target (and draft) model + tokenizer, measure (or load cached) forward costs when the engine speculates
 (`engine.cost_model.load_or_measure`; exposed as `engine.forward_costs`, used by adaptive K),
 build the grammar compiler once (vocab_size = the model's logits width, stop ids by the one
 rule in `grammars.stop_tokens`), wrap a `SpecDecoder` in a `TorchEngine` with human-readable
@@ -13,6 +14,7 @@ Blocking (model loading); `EngineUnavailableError` when the backend is not in th
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 from engine import loader
 from engine.config import EngineConfig
@@ -46,17 +48,30 @@ def build_torch_engine(config: EngineConfig) -> Engine:
     from engine import cost_model
     from engine.decoder import SpecDecoder
     from engine.hardware import choose_dtype
+    from engine.kernels import choose_kernels
     from engine.torch_engine import TorchEngine
     from grammars import GrammarCompiler
 
-    dtype, dtype_reason = choose_dtype(config.dtype, device=config.device)
-    target, tokenizer = loader.load(config.model, dtype=dtype, device=config.device, cache_dir=config.cache_dir)
+    names = [config.model] + ([config.draft_model] if config.drafter == "model" and config.draft_model else [])
+    kernels, kernels_reason = choose_kernels(config.kernels, device=config.device, models=names)
+    if kernels == "llama-cpp":
+        from engine.hardware import cpu_info
+
+        threads = config.num_threads or cpu_info().cores
+        dtype, dtype_reason = "gguf", "the GGUF's own quantization (Q4_K_M for the registered models)"
+
+        def load(name: str) -> tuple[Any, Any]:
+            return loader.load_gguf(name, n_threads=threads, n_ctx=config.max_model_len, cache_dir=config.cache_dir)
+    else:
+        dtype, dtype_reason = choose_dtype(config.dtype, device=config.device)
+
+        def load(name: str) -> tuple[Any, Any]:
+            return loader.load(name, dtype=dtype, device=config.device, cache_dir=config.cache_dir)
+    target, tokenizer = load(config.model)
     draft = None
     if config.drafter == "model":
         assert config.draft_model is not None
-        draft, draft_tokenizer = loader.load(
-            config.draft_model, dtype=dtype, device=config.device, cache_dir=config.cache_dir
-        )
+        draft, draft_tokenizer = load(config.draft_model)
         loader.check_compat(tokenizer, draft_tokenizer)
     costs = None
     if config.speculative:
@@ -74,7 +89,9 @@ def build_torch_engine(config: EngineConfig) -> Engine:
     )
     engine = TorchEngine(decoder=decoder, model_name=loader.model_name(config.model), grammar_compiler=compiler)
     engine.dtype = dtype
-    engine.startup_notes = [f"dtype {dtype} ({dtype_reason})", *(costs.describe() if costs is not None else [])]
+    engine.kernels = kernels
+    engine.startup_notes = [f"kernels {kernels} ({kernels_reason})", f"dtype {dtype} ({dtype_reason})",
+                            *(costs.describe() if costs is not None else [])]
     if costs is not None and config.uses_adaptive_k:
         engine.startup_notes.append(
             f"adaptive K on: K <= {config.k} per step from these costs and each request's acceptance")

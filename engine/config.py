@@ -18,6 +18,7 @@ UnmaskedMode = Literal["argmax", "sample"]
 PluginMode = Literal["full", "kernel-fix", "off"]
 DraftSample = Literal["probabilistic", "greedy"]
 GrammarBackend = Literal["auto", "xgrammar", "llguidance", "outlines"]
+Kernels = Literal["auto", "torch", "llama-cpp"]
 
 K_MAX = 16
 
@@ -78,6 +79,9 @@ class EngineConfig:
     `remeasure_costs` forces a new measurement) and picks K <= k per step from them and the
     request's acceptance, 0 where speculation cannot pay. `dtype` "auto": bfloat16 on CUDA and
     on CPUs with native bf16, float32 elsewhere (`engine.hardware.choose_dtype`).
+    `kernels` (torch engine on CPU): "torch" runs the HF models in `dtype`; "llama-cpp" runs
+    the same models' Q4_K_M GGUF weights on llama.cpp's CPU kernels (`engine.llama_cpp_model`;
+    `dtype` unused); "auto" picks llama-cpp where it can run (`engine.kernels.choose_kernels`).
     `prefix_cache_mib`: bound of the automatic prefix cache (`engine.prefix_cache`: the
     keys/values of recent prompts of the target and the draft, reused by later requests that
     start with the same tokens; LRU beyond the bound); 0 = off. Torch backend only (vLLM has
@@ -93,6 +97,7 @@ class EngineConfig:
     draft_mask: bool = True
     unmasked_mode: UnmaskedMode = "argmax"
     dtype: str = "auto"
+    kernels: Kernels = "auto"
     device: str = "cpu"
     max_model_len: int = 4096
     max_num_seqs: int = 8
@@ -111,6 +116,9 @@ class EngineConfig:
         _check_choice("backend", self.backend, ("torch", "vllm"))
         _check_choice("drafter", self.drafter, ("model", "ngram", "forced", "none"))
         _check_choice("unmasked_mode", self.unmasked_mode, ("argmax", "sample"))
+        _check_choice("kernels", self.kernels, ("auto", "torch", "llama-cpp"))
+        if self.kernels == "llama-cpp" and (self.backend != "torch" or not self.device.startswith("cpu")):
+            raise ValueError("kernels 'llama-cpp' runs on the torch engine's CPU device only")
         _check_choice("grammar_backend", self.grammar_backend, ("auto", "xgrammar", "llguidance", "outlines"))
         if not 0 <= self.k <= K_MAX:
             raise ValueError(f"k must be in 0..{K_MAX}, got {self.k}")

@@ -2,8 +2,8 @@
 the draft's at one token, on this machine, and what speculation is worth given an acceptance.
 
 Contract:
-- `measure_forward_costs(target, draft, k_max=...)` times real forwards through `KVCache`
-  (the decoder's own path): after a `context`-token prefill, each n-token forward (n = 1..
+- `measure_forward_costs(target, draft, k_max=...)` times real forwards through the decoder's
+  own caches (`engine.kv_cache.cache_for`: transformers or llama.cpp): after a `context`-token prefill, each n-token forward (n = 1..
   K_max+1, `num_logits=n` as in verify) is run `repeats` times, interleaved over n and with
   the draft's forwards (so load bursts hit both alike), after one warm-up of each, and cropped back; the median is kept, and the curve is made non-decreasing
   in n (pool-adjacent-violators: a forward of more tokens never costs less; on a busy machine
@@ -180,9 +180,13 @@ class ForwardCosts:
 # ---- measurement -------------------------------------------------------------------------------
 
 
-def kernel_path() -> str:
-    """The torch CPU kernel path in force (ATen capability, oneDNN on/off)."""
+def kernel_path(model: Any = None) -> str:
+    """The kernel path `model` runs on: llama.cpp for a GGUF model (`engine.llama_cpp_model`),
+    else torch's CPU path in force (ATen capability, oneDNN on/off)."""
     import torch
+
+    if getattr(model, "kernels", None) == "llama.cpp":
+        return f"llama.cpp-{model.n_threads}t"
 
     capability = torch.backends.cpu.get_cpu_capability()
     return f"aten-{capability.lower()}+{'onednn' if torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled else 'no-onednn'}"
@@ -190,12 +194,30 @@ def kernel_path() -> str:
 
 def model_identity(model: Any) -> str:
     """Name or path, parameter count and dtype of a loaded model (its cache identity)."""
+    if hasattr(model, "identity"):  # a GGUF run by llama.cpp: file, size, build
+        return str(model.identity())
     config = getattr(model, "config", None)
     name = str(getattr(config, "_name_or_path", "") or type(model).__name__)
     params = sum(p.numel() for p in model.parameters())
     dtype = str(next(model.parameters()).dtype).replace("torch.", "")
     digest = hashlib.sha256(config.to_json_string().encode()).hexdigest()[:8] if config is not None else "-"
     return f"{name}|{params}|{dtype}|{digest}"
+
+
+def model_dtype(model: Any) -> str:
+    """The weights' dtype name ("gguf" for a llama.cpp model: its quantization is in its identity)."""
+    if getattr(model, "kernels", None) == "llama.cpp":
+        return "gguf"
+    return str(next(model.parameters()).dtype).replace("torch.", "")
+
+
+def model_threads(model: Any) -> int:
+    """Threads the model's forwards run on."""
+    if getattr(model, "kernels", None) == "llama.cpp":
+        return int(model.n_threads)
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _time_forwards(models: list[tuple[Any, list[int]]], *, context: int, repeats: int, device: str,
@@ -205,14 +227,14 @@ def _time_forwards(models: list[tuple[Any, list[int]]], *, context: int, repeats
     shared machine hits target and draft alike and their ratio (what K depends on) holds."""
     import torch
 
-    from engine.kv_cache import KVCache
+    from engine.kv_cache import cache_for
 
     gen = torch.Generator().manual_seed(0)
     longest = max(max(sizes) for _, sizes in models)
     ids = torch.randint(0, vocab, (context + longest,), generator=gen).tolist()
     caches, prefill = [], []
     for model, _ in models:
-        kv = KVCache(model, device=device)
+        kv = cache_for(model, device=device)
         kv.extend(ids[:8])  # first-call set-up kept out of the prefill time
         kv.crop(0)
         start = time.perf_counter()
@@ -242,11 +264,11 @@ def _prefill_line(model: Any, *, context: int, per_token: float, device: str, vo
     proportional price (intercept 0) when noise makes the slope non-positive."""
     import torch
 
-    from engine.kv_cache import KVCache
+    from engine.kv_cache import cache_for
 
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(0, vocab, (scale * context,), generator=gen).tolist()
-    kv = KVCache(model, device=device)
+    kv = cache_for(model, device=device)
     start = time.perf_counter()
     kv.extend(ids)
     long_s = time.perf_counter() - start
@@ -275,7 +297,6 @@ def monotone(values: list[float]) -> list[float]:
 def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context: int = 64, repeats: int = 3,
                           device: str = "cpu", dtype: str = "", backend: str = "torch",
                           target_name: str = "", draft_name: str | None = None) -> ForwardCosts:
-    import torch
 
     from engine.hardware import cpu_info
 
@@ -297,10 +318,10 @@ def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context
     return ForwardCosts(
         target_s=tuple(target_s), draft_s=draft_s, draft_prefill_s=draft_prefill_s,
         draft_prefill_fixed_s=draft_prefill_fixed_s, context=context, repeats=repeats, backend=backend,
-        device=device, dtype=dtype or str(next(target.parameters()).dtype).replace("torch.", ""),
+        device=device, dtype=dtype or model_dtype(target),
         target=target_name or model_identity(target).split("|")[0], draft=draft_name if draft is not None else None,
-        cpu=info.model if device == "cpu" else device, flags=tuple(info.key_flags), kernel_path=kernel_path(),
-        threads=torch.get_num_threads(), measure_wall_s=time.perf_counter() - start, load_per_core=load_before,
+        cpu=info.model if device == "cpu" else device, flags=tuple(info.key_flags), kernel_path=kernel_path(target),
+        threads=model_threads(target), measure_wall_s=time.perf_counter() - start, load_per_core=load_before,
     )
 
 
@@ -313,7 +334,7 @@ def cache_key(target: Any, draft: Any | None, *, backend: str, device: str, cont
     from engine.hardware import cpu_info
 
     parts = [
-        f"v{CACHE_VERSION}", backend, device, torch.__version__, kernel_path(), str(torch.get_num_threads()),
+        f"v{CACHE_VERSION}", backend, device, torch.__version__, kernel_path(target), str(model_threads(target)),
         cpu_info().fingerprint(), model_identity(target), model_identity(draft) if draft is not None else "-",
         str(context),
     ]

@@ -9,7 +9,9 @@ back to the committed tokens at the next use. K = 0 is a plain masked sampling s
 request's first step is plain for the draft-model drafter (the first token needs only the
 target's prefill; the draft prefills on the second step). With `adaptive_k`, K per step comes
 from `engine.adaptive.AdaptiveK` over the shared measured `costs` (engine.cost_model).
-With a prefix cache (`engine.prefix_cache`, `config.prefix_cache_mib` > 0), a new sequence's
+On llama.cpp kernels (`engine.llama_cpp_model`) a new sequence's caches may start holding a
+common prefix of its prompt (a pooled context's); that is their prefix cache, and
+`engine.prefix_cache` is not used. With a prefix cache (`config.prefix_cache_mib` > 0), a new sequence's
 target and draft caches start from the longest cached prefix of its prompt (the draft's is
 looked up again while it is still empty), and each model's prompt is published once its cache
 covers it; the draft's catch-up counts only the positions it really has to prefill.
@@ -18,7 +20,7 @@ Stops: grammar termination (the terminating token is the last one emitted: nothi
 it, no bonus), a stop token without a grammar (unless `ignore_eos`), `max_tokens` (exact,
 even when a step emits several tokens), `max_model_len`. A mask row allowing nothing raises
 `GenerationError` (never an unconstrained token); a −1 placeholder never leaves this module
-(only the first num_accepted+1 outputs are read) and never reaches a model (KVCache refuses).
+(only the first num_accepted+1 outputs are read) and never reaches a model (the caches refuse it).
 
 Why the output law does not depend on speculation: the emitted tokens of a step have exactly
 the law of as many plain masked sampling steps from the target (the sampler's invariant), and
@@ -47,7 +49,7 @@ from engine.drafters import (
     PredictionDrafter,
     Proposal,
 )
-from engine.kv_cache import KVCache
+from engine.kv_cache import cache_for, logits_width
 from engine.loader import model_stop_token_ids
 from engine.output_lengths import OutputLengths
 from engine.prefix_cache import PrefixCache
@@ -76,7 +78,10 @@ class SpecDecoder:
         prefix_cache: PrefixCache | None = None,
     ) -> None:
         self.target_model = target_model
-        self.prefix_cache = prefix_cache if prefix_cache is not None else PrefixCache.from_mib(config.prefix_cache_mib)
+        if hasattr(target_model, "new_cache"):  # llama.cpp: its pooled contexts are its prefix cache
+            self.prefix_cache: PrefixCache | None = None
+        else:
+            self.prefix_cache = prefix_cache if prefix_cache is not None else PrefixCache.from_mib(config.prefix_cache_mib)
         self.costs = costs  # measured forward costs shared by every request's AdaptiveK
         self.acceptance_priors = AcceptancePriors(depth=max(config.k, 1))  # the pair's acceptance, per drafter kind
         self.output_lengths = OutputLengths()  # finished outputs' lengths: whether a draft prefill will pay
@@ -86,9 +91,9 @@ class SpecDecoder:
         self.device = config.device
         self.k = config.k if config.drafter != "none" else 0
         self.max_model_len = config.max_model_len
-        self.logits_width = int(target_model.get_output_embeddings().weight.shape[0])
+        self.logits_width = logits_width(target_model)
         if draft_model is not None:
-            draft_width = int(draft_model.get_output_embeddings().weight.shape[0])
+            draft_width = logits_width(draft_model)
             if draft_width != self.logits_width:
                 raise ValueError(f"draft logits width {draft_width} != target's {self.logits_width}")
         if config.drafter == "model" and draft_model is None:
@@ -131,6 +136,9 @@ class SpecDecoder:
 
     def new_sequence(self, request: GenerationRequest) -> SequenceState:
         seq = self._new_sequence(request)
+        assert seq.target_kv is not None
+        seq.stats.cached_tokens = len(seq.target_kv)  # llama.cpp: a pooled context's common prefix
+        seq.stats.draft_cached_tokens = len(seq.draft_kv) if seq.draft_kv is not None else 0
         if self.prefix_cache is not None:
             seq.unpublished = {"target", "draft"} if seq.draft_kv is not None else {"target"}
             assert seq.target_kv is not None
@@ -174,9 +182,9 @@ class SpecDecoder:
             stop_token_ids=self.stop_token_ids,
             bitmask=allocate_token_bitmask(k_max + 1, self.logits_width),
             draft_bitmask=allocate_token_bitmask(1, self.logits_width),
-            target_kv=KVCache(self.target_model, device=self.device),
+            target_kv=cache_for(self.target_model, device=self.device, prefix=request.prompt_token_ids),
             draft_kv=(
-                KVCache(self.draft_model, device=self.device)
+                cache_for(self.draft_model, device=self.device, prefix=request.prompt_token_ids)
                 if self.draft_model is not None and self.config.drafter == "model" else None
             ),
             matcher=request.grammar.matcher() if request.grammar is not None else None,

@@ -23,12 +23,68 @@ exported.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 LayerKV = tuple[torch.Tensor, torch.Tensor]  # (keys, values), each [1, kv_heads, positions, head_dim]
+
+
+class ModelCache(Protocol):
+    """What the decoder, drafters and cost model use of a per-sequence cache: `KVCache` here
+    (transformers) or `engine.llama_cpp_model.LlamaCppCache` (llama.cpp kernels)."""
+
+    tokens: list[int]
+
+    def __len__(self) -> int: ...
+    def extend(self, token_ids: Sequence[int], *, num_logits: int = 1) -> torch.Tensor: ...
+    def crop(self, length: int) -> None: ...
+    def sync_to(self, tokens: Sequence[int]) -> list[int]: ...
+    def pending_for_logits(self, tokens: Sequence[int]) -> list[int]: ...
+    def reset(self) -> None: ...
+
+    @property
+    def shareable(self) -> bool: ...
+
+
+def cache_for(model: Any, *, device: torch.device | str = "cpu", prefix: Sequence[int] = ()) -> ModelCache:
+    """A new cache for `model`: its own `new_cache(prefix=)` where it has one (llama.cpp: it
+    may start holding a common prefix with `prefix`, reused from an earlier sequence), else an
+    empty transformers `KVCache` (its prefix reuse is `engine.prefix_cache`)."""
+    new_cache = getattr(model, "new_cache", None)
+    if new_cache is not None:
+        return new_cache(prefix=prefix)  # type: ignore[no-any-return]
+    return KVCache(model, device=device)
+
+
+def logits_width(model: Any) -> int:
+    """Width of the model's logits rows (the LM head's rows; may exceed the tokenizer)."""
+    width = getattr(model, "logits_width", None)
+    if width is not None:
+        return int(width)
+    return int(model.get_output_embeddings().weight.shape[0])
+
+
+def common_prefix_length(cached: Sequence[int], wanted: Sequence[int]) -> int:
+    common = 0
+    for a, b in zip(cached, wanted, strict=False):
+        if a != b:
+            break
+        common += 1
+    return common
+
+
+def pending_for_logits(cache: ModelCache, tokens: Sequence[int]) -> list[int]:
+    """Sync `cache` to `tokens` (non-empty) and return what to feed so that the next `extend`
+    yields the logits after `tokens[-1]`: the uncached tail, or, when everything is cached
+    already, the last token again (its position is cropped and re-fed)."""
+    pending = cache.sync_to(tokens)
+    if not pending:
+        cache.crop(len(cache.tokens) - 1)
+        pending = [tokens[-1]]
+    return pending
 
 
 class KVCache:
@@ -87,23 +143,12 @@ class KVCache:
 
     def sync_to(self, tokens: Sequence[int]) -> list[int]:
         """Crop to the longest common prefix with `tokens`; return the tokens still to feed."""
-        common = 0
-        for cached, wanted in zip(self.tokens, tokens, strict=False):
-            if cached != wanted:
-                break
-            common += 1
+        common = common_prefix_length(self.tokens, tokens)
         self.crop(common)
         return list(tokens[common:])
 
     def pending_for_logits(self, tokens: Sequence[int]) -> list[int]:
-        """Sync to `tokens` (non-empty) and return what to feed so that the next `extend`
-        yields the logits after `tokens[-1]`: the uncached tail, or, when everything is
-        cached already, the last token again (its position is cropped and re-fed)."""
-        pending = self.sync_to(tokens)
-        if not pending:
-            self.crop(len(self.tokens) - 1)
-            pending = [tokens[-1]]
-        return pending
+        return pending_for_logits(self, tokens)
 
     @property
     def shareable(self) -> bool:

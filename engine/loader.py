@@ -56,6 +56,28 @@ def load(name_or_path: str, *, dtype: str, device: str, cache_dir: str | None = 
     return model, tokenizer
 
 
+def load_gguf(name_or_path: str, *, n_threads: int, n_ctx: int, cache_dir: str | None = None) -> tuple[Any, Any]:
+    """(LlamaCppModel, tokenizer) for a registered name (its Q4_K_M GGUF, fetched once and
+    kept) or a directory holding one `*.gguf` beside its HF config and tokenizer."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    from engine.llama_cpp_model import LlamaCppModel
+    from engine.models import gguf_for
+
+    path = resolve(name_or_path, cache_dir=cache_dir)
+    gguf = gguf_for(name_or_path if not pathlib.Path(name_or_path).expanduser().is_dir() else path,
+                    cache_dir=cache_dir)
+    if gguf is None:
+        raise ValueError(f"{name_or_path!r} has no single GGUF file for llama.cpp kernels")
+    try:
+        generation_config = GenerationConfig.from_pretrained(str(path))
+    except OSError:
+        generation_config = None
+    model = LlamaCppModel(gguf, config=AutoConfig.from_pretrained(str(path)), generation_config=generation_config,
+                          n_threads=n_threads, n_ctx=n_ctx)
+    return model, AutoTokenizer.from_pretrained(str(path))
+
+
 def check_compat(target_tokenizer: Any, draft_tokenizer: Any) -> None:
     """Raise if the draft tokenizer differs from the target's (engine.models decides how)."""
     from engine.models import check_tokenizer_compat

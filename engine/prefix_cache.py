@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.kv_cache import KVCache, LayerKV
+from engine.kv_cache import KVCache, LayerKV, ModelCache
 
 POOLS = ("target", "draft")
 BLOCK_TOKENS = 16
@@ -128,9 +128,9 @@ class PrefixCache:
         for block in reversed(chain):
             self._blocks.move_to_end((block.pool, block.key))
 
-    def restore(self, kv: KVCache, tokens: Sequence[int], *, pool: str) -> int:
+    def restore(self, kv: ModelCache, tokens: Sequence[int], *, pool: str) -> int:
         """Seed the empty `kv` with the cached prefix of `tokens`; return its length."""
-        if len(kv) or not kv.shareable:
+        if len(kv) or not kv.shareable or not isinstance(kv, KVCache):
             return 0
         num_blocks = max(len(tokens) - 1, 0) // self.block_tokens
         with self._lock:
@@ -152,12 +152,12 @@ class PrefixCache:
 
     # ---- storing ---------------------------------------------------------------------------
 
-    def publish(self, kv: KVCache, tokens: Sequence[int], *, pool: str) -> int:
+    def publish(self, kv: ModelCache, tokens: Sequence[int], *, pool: str) -> int:
         """Store the full blocks of `tokens` (cached by `kv`) not stored yet; return how
         many positions were newly stored."""
         size = self.block_tokens
         num_blocks = min(len(tokens), len(kv)) // size
-        if num_blocks == 0 or not kv.shareable or list(kv.tokens[: num_blocks * size]) != list(tokens[: num_blocks * size]):
+        if num_blocks == 0 or not kv.shareable or not isinstance(kv, KVCache) or list(kv.tokens[: num_blocks * size]) != list(tokens[: num_blocks * size]):
             return 0
         with self._lock:
             have = len(self._chain(pool, tokens, num_blocks))

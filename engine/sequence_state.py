@@ -19,7 +19,7 @@ from engine.stats import RequestStats
 if TYPE_CHECKING:
     from engine.adaptive import AdaptiveK
     from engine.drafters.base import Drafter
-    from engine.kv_cache import KVCache
+    from engine.kv_cache import ModelCache
     from engine.transform import RequestTransform
     from engine.types import FinishReason, GenerationRequest
     from grammars import Matcher
@@ -36,8 +36,8 @@ class SequenceState:
     stop_token_ids: frozenset[int]
     bitmask: torch.Tensor               # int32 [K_max+1, W]: verify masks
     draft_bitmask: torch.Tensor         # int32 [1, W]: drafting scratch
-    target_kv: KVCache | None
-    draft_kv: KVCache | None = None
+    target_kv: ModelCache | None
+    draft_kv: ModelCache | None = None
     matcher: Matcher | None = None
     stats: RequestStats = field(default_factory=RequestStats)
     adaptive: AdaptiveK | None = None

@@ -89,6 +89,7 @@ class TorchEngine:
         self.grammar_compiler = grammar_compiler
         self.forward_costs = decoder.costs  # engine.cost_model.ForwardCosts | None (shared by requests)
         self.dtype: str = str(decoder.config.dtype)
+        self.kernels: str = "torch"  # or "llama-cpp": which kernels run the models (engine.kernels)
         self.startup_notes: list[str] = []  # lines for the gateway to log at start
         self.stats = EngineStats()
         self._lock = threading.Condition()

@@ -19,7 +19,7 @@ from engine import EngineConfig, VllmOptions
 
 # Settings that describe the engine (also the flags `specgate generate` takes).
 ENGINE_FIELDS = (
-    "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "device",
+    "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "kernels", "device",
     "max_model_len", "grammar_backend", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
     "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization", "vllm_kv_cache_gib", "vllm_enforce_eager",
     "vllm_plugin_mode", "vllm_draft_sample", "prefix_cache_mib",
@@ -43,6 +43,9 @@ class GatewaySettings(BaseSettings):
     remeasure_costs: bool = Field(False, description="re-measure the cached forward costs at start")
     draft_mask: bool = Field(True, description="apply the grammar mask to the draft too")
     dtype: str = Field("auto", description="model dtype: auto (bfloat16 where the CPU has native bf16, else float32), bfloat16, float32, float16")
+    kernels: Literal["auto", "torch", "llama-cpp"] = Field(
+        "auto", description="CPU kernels of the torch engine: llama-cpp (the models' Q4_K_M GGUF weights on "
+        "llama.cpp's kernels), torch (transformers in --dtype), auto (llama-cpp where it can run)")
     device: str = Field("cpu", description="torch device")
     max_model_len: int = Field(4096, description="prompt + output tokens per request")
     grammar_backend: Literal["auto", "xgrammar", "llguidance", "outlines"] = Field(
@@ -123,6 +126,7 @@ class GatewaySettings(BaseSettings):
             remeasure_costs=self.remeasure_costs,
             draft_mask=self.draft_mask,
             dtype=self.dtype,
+            kernels=self.kernels,
             device=self.device,
             max_model_len=self.max_model_len,
             max_num_seqs=self.max_concurrent_requests,

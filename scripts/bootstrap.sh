@@ -36,4 +36,20 @@ if [ "${SPECGATE_SKIP_VLLM:-0}" != "1" ]; then
     # engine prepends whichever it finds to LD_PRELOAD and logs which.
     "${pip[@]}" install --no-deps -c constraints.txt "intel-openmp==2026.2.0"
 fi
+# llama.cpp kernels (`--kernels llama-cpp`, auto's choice on CPUs): llama-cpp-python has no binary
+# wheel on PyPI, so it is built from its sdist (cmake + a C++ compiler; about 10 min on 2 cores).
+# On x86 the build targets x86-64-v3 (AVX2, FMA, F16C), not -march=native, so one venv runs on
+# every CPU of that class (engine.llama_cpp_model checks the flags before loading it); no wheel
+# is cached (--no-cache-dir), so a build never leaks to another machine. The multimodal library
+# is not built. SPECGATE_SKIP_LLAMA_CPP=1 skips this step (the engine then uses torch kernels,
+# and the llama.cpp tests skip with the reason).
+if [ "${SPECGATE_SKIP_LLAMA_CPP:-0}" != "1" ]; then
+    cmake_args="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
+    if [ "$(uname -m)" = "x86_64" ]; then
+        cmake_args="$cmake_args -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+    fi
+    echo "[bootstrap] building llama-cpp-python (llama.cpp CPU kernels; several minutes)" >&2
+    CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+        "${pip[@]}" install --no-cache-dir -c constraints.txt "llama-cpp-python==0.3.36"
+fi
 echo "$want" > "$stamp"

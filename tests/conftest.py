@@ -34,12 +34,19 @@ hypothesis_settings.load_profile(os.environ.get("SPECGATE_HYPOTHESIS_PROFILE", "
 
 VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
 SKIP_VLLM = os.environ.get("SPECGATE_SKIP_VLLM") == "1"  # the bootstrap flag that leaves vLLM out
+LLAMA_CPP_INSTALLED = importlib.util.find_spec("llama_cpp") is not None
+SKIP_LLAMA_CPP = os.environ.get("SPECGATE_SKIP_LLAMA_CPP") == "1"  # the bootstrap flag that leaves it out
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "vllm: needs vLLM installed; skipped only in a build made with SPECGATE_SKIP_VLLM=1, "
+        "failed otherwise",
+    )
+    config.addinivalue_line(
+        "markers",
+        "llama_cpp: needs llama-cpp-python; skipped only in a build made with SPECGATE_SKIP_LLAMA_CPP=1, "
         "failed otherwise",
     )
 
@@ -49,6 +56,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """`@pytest.mark.vllm` tests: run when vLLM is installed; skip when it is missing because
     the build said so (SPECGATE_SKIP_VLLM=1); fail when it is missing otherwise (a broken
     build must not turn CI green by skipping)."""
+    if item.get_closest_marker("llama_cpp") is not None and not LLAMA_CPP_INSTALLED:
+        if SKIP_LLAMA_CPP:
+            pytest.skip("llama-cpp-python is not installed in this build (SPECGATE_SKIP_LLAMA_CPP=1)")
+        pytest.fail("llama-cpp-python is not installed and SPECGATE_SKIP_LLAMA_CPP=1 was not set: "
+                    "scripts/bootstrap.sh builds it", pytrace=False)
     if item.get_closest_marker("vllm") is None or VLLM_INSTALLED:
         return
     if SKIP_VLLM:

@@ -42,6 +42,7 @@ class BenchSettings:
     target: str = "qwen2.5-coder-1.5b"
     draft: str = "qwen2.5-coder-0.5b"
     dtype: str = "auto"  # as `specgate serve`: engine.hardware.choose_dtype
+    kernels: str = "auto"  # as `specgate serve`: engine.kernels.choose_kernels
     workloads: tuple[str, ...] = ("json", "tools", "sql", "chat")
     configs: tuple[str, ...] = tuple(c for c in CONFIGS if c not in ("forced-only", "specgate-fixed-k"))
     variant_workloads: tuple[str, ...] = VARIANT_WORKLOADS
@@ -116,18 +117,31 @@ class Bench:
         from benchmarks.suite.torch_runner import TorchRunner
         from engine import cost_model, loader
         from engine.hardware import choose_dtype, cpu_info
+        from engine.kernels import choose_kernels
 
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)
         self.settings = settings
         self.log = log
         start = time.perf_counter()
-        self.dtype, why = choose_dtype(settings.dtype)
-        log(f"machine: {cpu_info().describe()}; dtype {self.dtype} ({why})")
-        target, tokenizer = loader.load(settings.target, dtype=self.dtype, device="cpu")
         needs_draft = any(TORCH_CONFIGS[c].drafter == "model" for c in self._all_torch_configs()) or any(
             c in HF_CONFIGS for c in settings.configs)
-        draft = loader.load(settings.draft, dtype=self.dtype, device="cpu")[0] if needs_draft else None
+        models = [settings.target] + ([settings.draft] if needs_draft else [])
+        self.kernels, kernels_why = choose_kernels(settings.kernels, device="cpu", models=models)
+        if self.kernels == "llama-cpp":
+            threads = settings.num_threads or cpu_info().cores
+            self.dtype, why = "gguf", "the GGUF's own quantization"
+
+            def load(name: str) -> tuple[Any, Any]:
+                return loader.load_gguf(name, n_threads=threads, n_ctx=4096)
+        else:
+            self.dtype, why = choose_dtype(settings.dtype)
+
+            def load(name: str) -> tuple[Any, Any]:
+                return loader.load(name, dtype=self.dtype, device="cpu")
+        log(f"machine: {cpu_info().describe()}; kernels {self.kernels} ({kernels_why}); dtype {self.dtype} ({why})")
+        target, tokenizer = load(settings.target)
+        draft = load(settings.draft)[0] if needs_draft else None
         log(f"loaded {settings.target} + {settings.draft if draft is not None else 'no draft'} "
             f"in {time.perf_counter() - start:.1f}s")
         self.runner = TorchRunner(target_model=target, draft_model=draft, tokenizer=tokenizer)
@@ -158,7 +172,8 @@ class Bench:
         from benchmarks.suite.hf_runner import run_hf_assisted
 
         if config in HF_CONFIGS:
-            return run_hf_assisted(self.runner, workload, case, k=k, temperature=temperature,
+            return run_hf_assisted(self.bf16_runner(with_draft=True) if self.kernels != "torch" else self.runner,
+                                   workload, case, k=k, temperature=temperature,
                                    max_tokens=max_tokens, seed=seed)
         if TORCH_CONFIGS[config].bf16_reference:
             return self.bf16_runner().run(workload, case, config, k=k, temperature=temperature,
@@ -166,16 +181,18 @@ class Bench:
         return self.runner.run(workload, case, config, k=k, temperature=temperature, max_tokens=max_tokens,
                                seed=seed)
 
-    def bf16_runner(self) -> Any:
-        """The runner of the bf16 reference rows: the main one when the bench runs in bf16."""
+    def bf16_runner(self, *, with_draft: bool = False) -> Any:
+        """The runner of the transformers bf16 rows (`hf-plain`; `hf-assisted` when the bench
+        runs on llama.cpp kernels): the main one when the bench runs transformers in bf16."""
         from benchmarks.suite.torch_runner import TorchRunner
         from engine import loader
 
-        if self.dtype == "bfloat16":
+        if self.kernels == "torch" and self.dtype == "bfloat16":
             return self.runner
-        if self._bf16_runner is None:
+        if self._bf16_runner is None or (with_draft and self._bf16_runner.draft_model is None):
             target, tokenizer = loader.load(self.settings.target, dtype="bfloat16", device="cpu")
-            self._bf16_runner = TorchRunner(target_model=target, draft_model=None, tokenizer=tokenizer)
+            draft = loader.load(self.settings.draft, dtype="bfloat16", device="cpu")[0] if with_draft else None
+            self._bf16_runner = TorchRunner(target_model=target, draft_model=draft, tokenizer=tokenizer)
         return self._bf16_runner
 
     def warm_up(self, workload: Workload) -> None:
@@ -270,7 +287,7 @@ def run_bench(settings: BenchSettings, *, log: Log = print) -> dict[str, Any]:
     document: dict[str, Any] = {
         "results": metrics.aggregate(main_records),
         "sweeps": {"k": metrics.aggregate(k_records), "temperature": metrics.aggregate(t_records)},
-        "machine": {**report.machine_info(), "dtype": bench.dtype, "forward_costs": bench.costs.as_dict()},
+        "machine": {**report.machine_info(), "dtype": bench.dtype, "kernels": bench.kernels, "forward_costs": bench.costs.as_dict()},
         "settings": asdict(s),
         "unavailable": unavailable,
         "requests": [r.as_dict() for r in main_records + k_records + t_records],

@@ -32,12 +32,13 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 class TorchRunner:
     def __init__(self, *, target_model: Any, draft_model: Any | None, tokenizer: Any) -> None:
+        from engine.kv_cache import logits_width
         from engine.loader import model_stop_token_ids
 
         self.target_model = target_model
         self.draft_model = draft_model
         self.tokenizer = tokenizer
-        self.logits_width = int(target_model.get_output_embeddings().weight.shape[0])
+        self.logits_width = logits_width(target_model)
         self.stop_ids = model_stop_token_ids(target_model, tokenizer)
         self._compilers: dict[int, Any] = {}
         self._grammars: dict[tuple[int, str], Any] = {}

@@ -27,7 +27,7 @@ import torch
 from tokenmask import forced_token, token_allowed
 
 if TYPE_CHECKING:
-    from engine.kv_cache import KVCache
+    from engine.kv_cache import ModelCache
     from engine.transform import RequestTransform
     from grammars import Matcher
 
@@ -39,7 +39,7 @@ class DraftContext(Protocol):
     tokens: list[int]
     matcher: Matcher | None
     draft_bitmask: torch.Tensor     # int32 [1, W]: scratch row
-    draft_kv: KVCache | None
+    draft_kv: ModelCache | None
     transform: RequestTransform
     generator: torch.Generator
 

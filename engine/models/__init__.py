@@ -4,6 +4,7 @@ Public API:
 - `resolve_model(name_or_path, *, cache_dir=None, pull=True) -> Path`
 - `pull(name, *, cache_dir=None, keep_gguf=False, progress=True, force=False) -> Path`
 - `load_model(path, *, dtype="bfloat16", device="cpu") -> (model, tokenizer)`
+- `gguf_for(name_or_dir, *, cache_dir=None) -> Path | None` (the GGUF, kept for llama.cpp)
 - `check_tokenizer_compat(target_tokenizer, draft_tokenizer) -> None`
   (raises `TokenizerMismatchError`)
 - `list_models(*, cache_dir=None) -> list[CachedModel]`, `REGISTRY`, `registered_names()`,
@@ -21,7 +22,7 @@ from engine.models.errors import (
     TokenizerMismatchError,
 )
 from engine.models.loading import load_model
-from engine.models.pulling import pull
+from engine.models.pulling import gguf_for, pull
 from engine.models.registry import REGISTRY, ModelSpec, registered_names
 from engine.models.resolve import resolve_model
 from engine.models.tokenizer_compat import check_tokenizer_compat
@@ -36,6 +37,7 @@ __all__ = [
     "TokenizerMismatchError",
     "check_tokenizer_compat",
     "default_cache_dir",
+    "gguf_for",
     "list_models",
     "load_model",
     "model_dir",

@@ -175,4 +175,33 @@ def pull(
     return final
 
 
-__all__ = ["PullError", "fetch_gguf", "pull", "spec_for"]
+def gguf_for(name_or_dir: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None,
+             progress: bool = True) -> pathlib.Path | None:
+    """The GGUF file of a model, for llama.cpp kernels (`engine.llama_cpp_model`), or None.
+
+    A registered name: `<root>/<name>/<gguf_filename>` (the very file `pull` converts), fetched
+    and verified on first use and kept there. A local directory: its only `*.gguf` (None when
+    it has none or several). Call after the model is pulled (its directory must exist)."""
+    text = os.fspath(name_or_dir)
+    spec = REGISTRY.get(text)
+    if spec is None:
+        directory = pathlib.Path(text).expanduser()
+        found = sorted(directory.glob("*.gguf")) if directory.is_dir() else []
+        return found[0] if len(found) == 1 else None
+    root = models_root(cache_dir)
+    final = model_dir(text, cache_dir=cache_dir) / spec.gguf_filename
+    if final.is_file() and final.stat().st_size == spec.size:
+        return final  # verified when it was moved here
+    with _name_lock(root, text):
+        if final.is_file() and final.stat().st_size == spec.size:
+            return final
+        gguf, _ = fetch_gguf(spec, cache_dir=cache_dir, progress=progress)  # sha256-checked
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_suffix(f".tmp{os.getpid()}")
+        shutil.move(gguf, tmp)
+        os.replace(tmp, final)
+        shutil.rmtree(downloads_dir(text, cache_dir=cache_dir), ignore_errors=True)
+    return final
+
+
+__all__ = ["PullError", "fetch_gguf", "gguf_for", "pull", "spec_for"]

@@ -162,8 +162,13 @@ def text_choice(*, index: int, text: str, finish_reason: str | None) -> dict[str
     return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
 
 
-def model_card(model_id: str, *, created: int, root: str | None = None) -> dict[str, Any]:
+def model_card(model_id: str, *, created: int, root: str | None = None,
+               weights: dict[str, str] | None = None) -> dict[str, Any]:
+    """An OpenAI model object; `weights` (specgate's extension: kernels and dtype / quantization
+    the engine runs) says when the served numbers are not the bf16 checkpoint's."""
     card: dict[str, Any] = {"id": model_id, "object": "model", "created": created, "owned_by": "specgate"}
     if root is not None:
         card["root"] = root
+    if weights:
+        card["specgate_weights"] = weights
     return card

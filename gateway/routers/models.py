@@ -14,14 +14,27 @@ from gateway.state import get_state
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
 
+def _weights(request: Request) -> dict[str, str] | None:
+    """Kernels and weight format of a bound engine (None while it starts)."""
+    engine = get_state(request).bound_engine
+    kernels = getattr(engine, "kernels", None)
+    if engine is None or kernels is None:
+        return None
+    dtype = str(getattr(engine, "dtype", ""))
+    note = ("Q4_K_M GGUF weights (the checkpoint the bf16 model is dequantized from) on llama.cpp kernels"
+            if kernels == "llama-cpp" else f"{dtype} weights on torch kernels")
+    return {"kernels": str(kernels), "dtype": dtype, "note": note}
+
+
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict[str, Any]:
     state = get_state(request)
-    return {"object": "list", "data": [model_card(state.model_id, created=state.created, root=state.settings.model)]}
+    card = model_card(state.model_id, created=state.created, root=state.settings.model, weights=_weights(request))
+    return {"object": "list", "data": [card]}
 
 
 @router.get("/v1/models/{model:path}")
 async def get_model(model: str, request: Request) -> dict[str, Any]:
     state = get_state(request)
     state.check_model(model)
-    return model_card(state.model_id, created=state.created, root=state.settings.model)
+    return model_card(state.model_id, created=state.created, root=state.settings.model, weights=_weights(request))

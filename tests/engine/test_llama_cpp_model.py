@@ -1,0 +1,170 @@
+"""llama.cpp kernels (`engine.llama_cpp_model`) behind the decoder's cache contract: logits of a
+multi-token forward match one-token forwards, rollback is exact, contexts are reused clean,
+the logits are the same model's as the torch path's, bad input is refused, and greedy
+speculative output equals greedy plain output token for token on the real Qwen pair under a
+JSON-schema grammar (the engine's invariant on these kernels)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.llama_cpp, pytest.mark.e2e]
+
+
+@pytest.fixture(scope="module")
+def smol(require_models: Any) -> Any:
+    from engine import loader
+
+    require_models("smollm2-135m")
+    model, tok = loader.load_gguf("smollm2-135m", n_threads=2, n_ctx=256)
+    return model, tok
+
+
+def _ids(tok: Any, text: str) -> list[int]:
+    return list(tok.encode(text, add_special_tokens=False))
+
+
+def test_multi_token_forward_matches_one_token_forwards(smol: Any) -> None:
+    model, tok = smol
+    prompt = _ids(tok, "The quick brown fox jumps over the lazy dog. Then")
+    tail = _ids(tok, " it ran into the forest and")[:5]
+    one = model.new_cache()
+    one.extend(prompt)
+    rows = [one.extend([t])[0] for t in tail]  # 5 one-token forwards
+    many = model.new_cache()
+    many.extend(prompt)
+    block = many.extend(tail, num_logits=len(tail))  # one 5-token forward, as a verify
+    assert block.shape == (len(tail), model.vocab_size) and block.dtype == torch.float32
+    stacked = torch.stack(rows)
+    assert torch.equal(block.argmax(-1), stacked.argmax(-1))
+    assert (block - stacked).abs().max().item() < 0.05 * stacked.abs().max().item()
+
+
+def test_crop_is_an_exact_rollback(smol: Any) -> None:
+    model, tok = smol
+    prompt = _ids(tok, "def add(a, b):\n    return")
+    cache = model.new_cache()
+    cache.extend(prompt)
+    drafts = _ids(tok, " a + b\n\nprint")[:4]
+    first = cache.extend(drafts, num_logits=4)
+    cache.crop(len(prompt))
+    assert cache.tokens == prompt
+    other = cache.extend(_ids(tok, " None")[:1])  # a rejected path written over the cropped positions
+    cache.crop(len(prompt))
+    again = cache.extend(drafts, num_logits=4)
+    assert torch.equal(first, again)
+    assert other.shape == (1, model.vocab_size)
+    assert cache.pending_for_logits(prompt + drafts) == drafts[-1:]  # all cached: the last is re-fed
+    assert len(cache) == len(prompt) + len(drafts) - 1
+
+
+def test_pooled_contexts_start_empty(smol: Any) -> None:
+    model, tok = smol
+    prompt = _ids(tok, "Hello there, general")
+    fresh = model.new_cache().extend(prompt)
+    used = model.new_cache()
+    used.extend(_ids(tok, "Some other text that fills the context first."))
+    del used  # its context goes back to the pool, cleared
+    reused = model.new_cache()
+    assert len(reused) == 0
+    assert torch.equal(reused.extend(prompt), fresh)
+
+
+def test_bad_input_is_refused_and_the_cache_stays_usable(smol: Any) -> None:
+    model, tok = smol
+    cache = model.new_cache()
+    with pytest.raises(ValueError, match="token id"):
+        cache.extend([-1])
+    with pytest.raises(ValueError, match="token id"):
+        cache.extend([model.vocab_size])
+    with pytest.raises(ValueError, match="exceed the context"):
+        cache.extend([1] * (model.n_ctx + 1))
+    with pytest.raises(ValueError, match="num_logits"):
+        cache.extend([1, 2], num_logits=3)
+    assert len(cache) == 0
+    assert cache.extend(_ids(tok, "ok")).shape == (1, model.vocab_size)
+
+
+def test_long_prompts_are_fed_in_batches(require_models: Any) -> None:
+    from engine import loader
+
+    require_models("smollm2-135m")
+    model, tok = loader.load_gguf("smollm2-135m", n_threads=2, n_ctx=256)
+    model.n_batch = 16  # batch boundary inside the prompt and inside the logits rows
+    small = model.new_cache()
+    ids = (_ids(tok, "one two three four five six seven eight nine ten ") * 4)[:40]
+    chunked = small.extend(ids, num_logits=3)
+    model.n_batch = 512
+    whole = model.new_cache().extend(ids, num_logits=3)
+    assert torch.equal(chunked.argmax(-1), whole.argmax(-1))
+    assert (chunked - whole).abs().max().item() < 0.05 * whole.abs().max().item()
+
+
+def test_same_model_as_the_torch_path(smol: Any) -> None:
+    from engine import loader
+
+    model, tok = smol
+    torch_model, _ = loader.load("smollm2-135m", dtype="float32", device="cpu")
+    from engine.kv_cache import KVCache
+
+    ids = _ids(tok, "The capital of France is Paris. The capital of Germany is")
+    gguf = model.new_cache().extend(ids, num_logits=len(ids))
+    ref = KVCache(torch_model).extend(ids, num_logits=len(ids))
+    cosine = torch.nn.functional.cosine_similarity(gguf, ref, dim=-1)
+    agree = (gguf.argmax(-1) == ref.argmax(-1)).float().mean().item()
+    assert cosine.min().item() > 0.98, cosine
+    assert agree >= 0.8, agree
+
+
+@pytest.mark.slow
+def test_greedy_speculative_equals_greedy_plain_on_llama_cpp_kernels(require_models: Any) -> None:
+    import jsonschema
+
+    from engine import EngineConfig, loader
+    from engine.cost_model import load_or_measure
+    from engine.decoder import SpecDecoder
+    from engine.types import GenerationRequest, SamplingOptions
+    from grammars import GrammarCompiler, spec_from_request
+
+    require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+    target, tok = loader.load_gguf("qwen2.5-coder-1.5b", n_threads=2, n_ctx=1024)
+    draft, _ = loader.load_gguf("qwen2.5-coder-0.5b", n_threads=2, n_ctx=1024)
+    names = {"model": "qwen2.5-coder-1.5b", "draft_model": "qwen2.5-coder-0.5b", "kernels": "llama-cpp"}
+    plain = SpecDecoder(target_model=target, tokenizer=tok, config=EngineConfig(**names, drafter="none", k=0))
+    fixed = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tok,
+                        config=EngineConfig(**names, drafter="model", k=4, adaptive_k=False))
+    costs = load_or_measure(target, draft, k_max=4, target_name=names["model"], draft_name=names["draft_model"])
+    assert costs.kernel_path.startswith("llama.cpp") and costs.dtype == "gguf"
+    adaptive = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tok,
+                           config=EngineConfig(**names, drafter="model", k=4, adaptive_k=True), costs=costs)
+    compiler = GrammarCompiler(tok, vocab_size=plain.logits_width, stop_token_ids=sorted(plain.stop_token_ids))
+    cases = [
+        ({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+          "required": ["name", "age"]}, "Give a person named Ann aged 31."),
+        ({"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+          "required": ["tags"]}, "Tag a Python tutorial."),
+        ({"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}}, "required": ["color"]},
+         "Pick a primary color."),
+    ]
+    mismatches, drafted = [], 0
+    for i, (schema, prompt) in enumerate(cases):
+        body = {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+        grammar = compiler.compile(spec_from_request(body))
+        messages = [{"role": "user", "content": f"{prompt} Answer in JSON matching {json.dumps(schema)}"}]
+        ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        ids = list(ids if isinstance(ids, list) else ids["input_ids"])
+        sampling = SamplingOptions(temperature=0.0, max_tokens=40)
+        a = plain.generate(GenerationRequest(f"p{i}", ids, sampling, grammar=grammar))
+        for j, spec in enumerate((fixed, adaptive)):
+            b = spec.generate(GenerationRequest(f"s{i}{j}", ids, sampling, grammar=grammar))
+            drafted += b.stats.draft_tokens
+            if a.output_ids != b.output_ids:
+                mismatches.append((i, j, a.output_ids, b.output_ids))
+        assert a.finish_reason == "stop"
+        jsonschema.validate(json.loads(tok.decode(a.output_ids, skip_special_tokens=True)), schema)
+    assert not mismatches, mismatches
+    assert drafted > 0  # the speculative decoders did verify drafts
