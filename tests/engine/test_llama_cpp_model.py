@@ -120,8 +120,18 @@ def test_same_model_as_the_torch_path(smol: Any) -> None:
     assert agree >= 0.8, agree
 
 
+NEAR_TIE = 1.5  # logits: 2x the largest |difference| measured between a 9-token and 9 one-token forwards (0.36-0.64)
+
+
 @pytest.mark.slow
-def test_greedy_speculative_equals_greedy_plain_on_llama_cpp_kernels(require_models: Any) -> None:
+def test_greedy_speculative_equals_greedy_plain_on_llama_cpp_kernels_up_to_near_ties(require_models: Any) -> None:
+    """llama.cpp's multi-token forwards are not batch-invariant (a position's logits in a
+    verify differ from a one-token decode's by up to ~0.6), so greedy speculative output
+    equals greedy plain output token for token except where plain's choice was a near-tie:
+    at the first divergence, the plain token's and the speculative token's logits (one
+    forward over the common prefix) must be within NEAR_TIE. Where adaptive K finds that
+    speculation cannot pay on these kernels (their verify costs ~n decodes on a CPU), the
+    draft model never runs."""
     import jsonschema
 
     from engine import EngineConfig, loader
@@ -150,7 +160,7 @@ def test_greedy_speculative_equals_greedy_plain_on_llama_cpp_kernels(require_mod
         ({"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}}, "required": ["color"]},
          "Pick a primary color."),
     ]
-    mismatches, drafted = [], 0
+    verified, divergences = 0, []
     for i, (schema, prompt) in enumerate(cases):
         body = {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
         grammar = compiler.compile(spec_from_request(body))
@@ -159,12 +169,18 @@ def test_greedy_speculative_equals_greedy_plain_on_llama_cpp_kernels(require_mod
         ids = list(ids if isinstance(ids, list) else ids["input_ids"])
         sampling = SamplingOptions(temperature=0.0, max_tokens=40)
         a = plain.generate(GenerationRequest(f"p{i}", ids, sampling, grammar=grammar))
-        for j, spec in enumerate((fixed, adaptive)):
-            b = spec.generate(GenerationRequest(f"s{i}{j}", ids, sampling, grammar=grammar))
-            drafted += b.stats.draft_tokens
-            if a.output_ids != b.output_ids:
-                mismatches.append((i, j, a.output_ids, b.output_ids))
         assert a.finish_reason == "stop"
         jsonschema.validate(json.loads(tok.decode(a.output_ids, skip_special_tokens=True)), schema)
-    assert not mismatches, mismatches
-    assert drafted > 0  # the speculative decoders did verify drafts
+        for j, spec in enumerate((fixed, adaptive)):
+            b = spec.generate(GenerationRequest(f"s{i}{j}", ids, sampling, grammar=grammar))
+            verified += b.stats.draft_tokens
+            if spec is adaptive and not costs.pays_at_all:
+                assert b.stats.draft_forwards == 0  # the draft model never ran (grammar-forced drafts are free)
+            if a.output_ids == b.output_ids:
+                continue
+            at = next(n for n, (x, y) in enumerate(zip(a.output_ids, b.output_ids, strict=False)) if x != y)
+            logits = target.new_cache().extend(ids + a.output_ids[:at])[0]
+            gap = float(logits[a.output_ids[at]] - logits[b.output_ids[at]])
+            divergences.append((i, j, at, round(gap, 3)))
+    assert verified > 0  # the fixed-K decoder did verify drafts
+    assert all(abs(gap) < NEAR_TIE for *_, gap in divergences), divergences
