@@ -1,7 +1,8 @@
 """Real-world JSON schemas per backend: coverage, compile time, valid accepted, invalid rejected.
 
     python -m benchmarks.schema_coverage [--backend auto --backend xgrammar ...]
-        [--set jsonschemabench --set maskbench_heldout] [--limit N] [--timeout S]
+        [--set jsonschemabench --set maskbench_heldout] [--category NAME ...] [--limit N]
+        [--timeout S]
         [--disk-cache]   (only: compile vs load time from the on-disk grammar cache)
     python -m benchmarks.schema_coverage --compare BASE.json OTHER.json   (paired table)
 
@@ -37,9 +38,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def load_set(name: str, limit: int | None) -> dict[str, list[dict[str, Any]]]:
+def load_set(name: str, limit: int | None,
+             categories: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
     out = {}
     for path in sorted((DATA / name).glob("*.jsonl")):
+        if categories and path.stem not in categories:
+            continue
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         out[path.stem] = records[:limit] if limit else records
     return out
@@ -201,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", action="append", choices=["auto", "xgrammar", "llguidance"])
     parser.add_argument("--set", action="append", dest="sets")
     parser.add_argument("--limit", type=int, default=None, help="schemas per category")
+    parser.add_argument("--category", action="append", dest="categories",
+                        help="only these categories (file stems), any set; repeatable")
     parser.add_argument("--timeout", type=float, default=60.0, help="compile_timeout_s")
     parser.add_argument("--output", default=str(RESULTS_DIR / "schema_coverage.md"))
     parser.add_argument("--compare", nargs=2, metavar=("BASE_JSON", "OTHER_JSON"),
@@ -218,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     from grammars import GrammarCompiler
 
     tokenizer = AutoTokenizer.from_pretrained(str(SHARED / "tokenizers" / "qwen2.5"))
-    data = {name: load_set(name, args.limit) for name in sets}
+    data = {name: load_set(name, args.limit, args.categories) for name in sets}
     if args.disk_cache:
         text = ("# Compiled-grammar disk cache: compile vs load\n\n"
                 f"Sets {', '.join(sets)}, --limit {args.limit}; Qwen2.5 tokenizer.\n\n"
