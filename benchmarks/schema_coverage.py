@@ -159,8 +159,8 @@ def disk_cache_timing(tokenizer: Any, backends: list[str], data: dict[str, Any],
 def paired(base_path: str, other_path: str) -> str:
     """Per category, over the instances of the schemas BOTH runs compiled: valid accepted and
     invalid rejected by each, and the valid instances only the base accepts (how many of
-    them hold a `\\uXXXX` escape of a non-control character: llguidance admits `\\u` escapes
-    of control characters only, so a model writes such characters themselves)."""
+    them hold a `\\uXXXX` escape of a non-control character: llguidance before 1.8 admits
+    `\\u` escapes of control characters only, so a model writes such characters themselves)."""
     base = json.loads(pathlib.Path(base_path).read_text())
     other = json.loads(pathlib.Path(other_path).read_text())
     rows = []
