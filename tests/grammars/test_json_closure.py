@@ -94,6 +94,13 @@ def _accepts(compiled: Any, text: str) -> bool:
     return bool(matcher.accept_text(text) and matcher.can_stop())
 
 
+def test_the_parent_closed_on_its_own_names_refused_the_branch_member(llg_compiler) -> None:  # type: ignore[no-untyped-def]
+    before = {**MESSAGE, "additionalProperties": False}  # what close_unlisted used to make
+    compiled = llg_compiler.compile(GrammarSpec("json_schema", canonical_json(before),
+                                                (("strict", False),)))
+    assert not _accepts(compiled, VALID)
+
+
 def test_llguidance_accepts_a_branch_member_and_still_refuses_invalid(llg_compiler) -> None:  # type: ignore[no-untyped-def]
     compiled = llg_compiler.compile(GrammarSpec("json_schema", canonical_json(MESSAGE),
                                                 (("strict", False),)))
