@@ -1,7 +1,8 @@
 """Real-world JSON schemas per backend: coverage, compile time, valid accepted, invalid rejected.
 
     python -m benchmarks.schema_coverage [--backend auto --backend xgrammar ...]
-        [--set jsonschemabench --set maskbench_heldout] [--limit N] [--timeout S]
+        [--set jsonschemabench --set maskbench_heldout] [--category NAME ...] [--limit N]
+        [--timeout S]
         [--disk-cache]   (only: compile vs load time from the on-disk grammar cache)
     python -m benchmarks.schema_coverage --compare BASE.json OTHER.json   (paired table)
 
@@ -37,9 +38,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def load_set(name: str, limit: int | None) -> dict[str, list[dict[str, Any]]]:
+def load_set(name: str, limit: int | None,
+             categories: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
     out = {}
     for path in sorted((DATA / name).glob("*.jsonl")):
+        if categories and path.stem not in categories:
+            continue
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         out[path.stem] = records[:limit] if limit else records
     return out
@@ -155,8 +159,8 @@ def disk_cache_timing(tokenizer: Any, backends: list[str], data: dict[str, Any],
 def paired(base_path: str, other_path: str) -> str:
     """Per category, over the instances of the schemas BOTH runs compiled: valid accepted and
     invalid rejected by each, and the valid instances only the base accepts (how many of
-    them hold a `\\uXXXX` escape of a non-control character: llguidance admits `\\u` escapes
-    of control characters only, so a model writes such characters themselves)."""
+    them hold a `\\uXXXX` escape of a non-control character: llguidance before 1.8 admits
+    `\\u` escapes of control characters only, so a model writes such characters themselves)."""
     base = json.loads(pathlib.Path(base_path).read_text())
     other = json.loads(pathlib.Path(other_path).read_text())
     rows = []
@@ -201,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", action="append", choices=["auto", "xgrammar", "llguidance"])
     parser.add_argument("--set", action="append", dest="sets")
     parser.add_argument("--limit", type=int, default=None, help="schemas per category")
+    parser.add_argument("--category", action="append", dest="categories",
+                        help="only these categories (file stems), any set; repeatable")
     parser.add_argument("--timeout", type=float, default=60.0, help="compile_timeout_s")
     parser.add_argument("--output", default=str(RESULTS_DIR / "schema_coverage.md"))
     parser.add_argument("--compare", nargs=2, metavar=("BASE_JSON", "OTHER_JSON"),
@@ -218,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     from grammars import GrammarCompiler
 
     tokenizer = AutoTokenizer.from_pretrained(str(SHARED / "tokenizers" / "qwen2.5"))
-    data = {name: load_set(name, args.limit) for name in sets}
+    data = {name: load_set(name, args.limit, args.categories) for name in sets}
     if args.disk_cache:
         text = ("# Compiled-grammar disk cache: compile vs load\n\n"
                 f"Sets {', '.join(sets)}, --limit {args.limit}; Qwen2.5 tokenizer.\n\n"

@@ -39,7 +39,6 @@ Knows nothing of tokenizers or of how the grammar is compiled.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -185,34 +184,4 @@ def open_memberless(schema: Any) -> Any:
             sub["additionalProperties"] = True
         if _has_type(sub, "array") and not any(key in sub for key in _ARRAY_MEMBER_KEYS):
             sub["items"] = True
-    return copy
-
-
-_ALLOF_MEMBER = re.compile(r"/allOf/\d+$")
-
-
-def close_unlisted(schema: Any) -> Any:
-    """A copy of `schema` where an object schema that lists members (`properties` /
-    `patternProperties`) but does not set `additionalProperties` / `unevaluatedProperties`
-    gets `additionalProperties: false` (names in its `required` count as listed: they are
-    added to `properties` as `true` when missing), and an array schema with `prefixItems` but no
-    `items` gets `items: false` (rule 1: xgrammar's `strict_mode`, for backends without it).
-    `allOf` members are left alone (closing one would refuse the members of the others).
-    The input is not modified."""
-    if not isinstance(schema, dict):
-        return schema
-    copy = json.loads(json.dumps(schema))
-    for pointer, sub in iter_subschemas(copy):
-        if _ALLOF_MEMBER.search(pointer):
-            continue
-        if (("properties" in sub or "patternProperties" in sub)
-                and "additionalProperties" not in sub and "unevaluatedProperties" not in sub):
-            sub["additionalProperties"] = False
-            listed = sub.setdefault("properties", {})
-            if isinstance(listed, dict) and isinstance(sub.get("required"), list):
-                for name in sub["required"]:  # a required name counts as listed
-                    if isinstance(name, str):
-                        listed.setdefault(name, True)
-        if ("prefixItems" in sub and "items" not in sub and "unevaluatedItems" not in sub):
-            sub["items"] = False
     return copy

@@ -16,7 +16,12 @@ xgrammar backend does:
   its own pattern cannot bound a gap; vLLM #38696); the cap also bounds runs of spaces
   inside strings, the one place this language is narrower than xgrammar's;
 - keywords llguidance does not implement are ignored (`lenient`); `oneOf` is `anyOf`
-  (`coerce_one_of`), as the policy documents; remote `$ref` is a GrammarError.
+  (`coerce_one_of`), as the policy documents; remote `$ref` is a GrammarError;
+- `\\uXXXX` escapes of printable characters (`"\\u00e9"`, what `json.dumps` writes by default)
+  are admitted in strings and keys without `pattern` / `format` when the installed
+  llguidance has `json_allow_general_unicode_escapes` (1.8+; probed once, `UNICODE_ESCAPES`);
+  llguidance 1.7 admits `\\u` escapes of control characters only (a model writes the
+  character itself).
 Library errors become GrammarError naming the kind and llguidance's reason. A refused token
 leaves the matcher unchanged (`try_consume_tokens`, never the error state).
 
@@ -37,13 +42,24 @@ import llguidance.hf
 import torch
 
 from grammars.errors import GrammarError
-from grammars.json_schema import check_refs_local, close_unlisted, open_memberless
+from grammars.json_closure import close_unlisted
+from grammars.json_schema import check_refs_local, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.vocabulary import TokenizerVocabulary
 from grammars.whitespace import WhitespaceCap, WhitespaceRuns
 
 _ERROR_PREFIX = re.compile(r"^(?:error|Error):?\s*")
+
+
+def _supports_unicode_escapes() -> bool:
+    """Whether this llguidance knows `json_allow_general_unicode_escapes` (added in 1.8)."""
+    probe = llguidance.LLMatcher.grammar_from_json_schema(
+        {"type": "string"}, defaults={"json_allow_general_unicode_escapes": True})  # type: ignore[arg-type]
+    return not llguidance.LLMatcher.validate_grammar(probe)
+
+
+UNICODE_ESCAPES = _supports_unicode_escapes()
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +143,13 @@ class LLGuidanceBackend:
             self.tokenizer = llguidance.hf.from_tokenizer(
                 tokenizer, n_vocab=vocab_size, eos_token=list(stop_token_ids) or None
             )
-        self._json_options = {
+        self._json_options: dict[str, Any] = {
             "whitespace_flexible": True,
             "coerce_one_of": True,
             "lenient": True,
         }
+        if UNICODE_ESCAPES:
+            self._json_options["json_allow_general_unicode_escapes"] = True
         self._ws_cap: WhitespaceCap | None = None
         self._cap_lock = threading.Lock()
 

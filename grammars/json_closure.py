@@ -1,0 +1,130 @@
+"""Rule 1 of the JSON-schema policy for backends without xgrammar's `strict_mode`: close objects.
+
+Contract: `close_unlisted(schema)` returns a copy of `schema` (the input is not modified)
+where every object schema that lists members (`properties` / `patternProperties`) but sets
+neither `additionalProperties` nor `unevaluatedProperties` gets `additionalProperties:
+false`, and every array schema with `prefixItems` but no `items` / `unevaluatedItems` gets
+`items: false`. Listed, and added to its `properties` as `true` when missing, in this order
+after its own `properties`:
+- the names in its `required`;
+- the names its `anyOf` / `oneOf` branches list (their `properties`, their members', through
+  local `$ref`s, then their `required`), so a parent closed here does not refuse what one of
+  its branches defines: `{"properties": {"msg": …}, "oneOf": [{"properties": {"queryId":
+  …}}]}` admits `queryId` (it used to be refused, as llguidance merges the parent's
+  `additionalProperties: false` into every branch). Not when a branch is a `$ref` or opens
+  the object (`patternProperties`, `additionalProperties` other than `false`, …): the
+  parent is then closed on its own names, as before.
+`allOf` members are never closed (closing one would refuse the members of the others), and
+nothing under `not` or `if` is closed (a closed condition fails more often, so the schema
+would admit more, not less).
+Invariant: only `properties` entries `true` and `additionalProperties` / `items: false` are
+added, outside `not` / `if`, so every instance the result admits is admitted by the input
+schema (tested with python-jsonschema on fixed and generated instances).
+Not done, measured worse: replacing `allOf` members that are `$ref`s by copies of their
+targets (so a closed target does not cut its siblings' properties) let llguidance compile
+schemas whose closure was unsatisfiable, which then refused valid instances on its fixed
+property order where the xgrammar fallback had accepted them.
+
+Knows nothing of backends, tokenizers or compilation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from grammars.json_schema import iter_subschemas
+
+_ALLOF_MEMBER = re.compile(r"/allOf/\d+$")
+_BRANCH_KEYS = ("anyOf", "oneOf")
+_COMBINATOR_KEYS = ("allOf", "anyOf", "oneOf")
+_OPENERS = ("patternProperties", "unevaluatedProperties", "propertyNames")
+_NEGATED = frozenset({"not", "if"})
+_MAP_KEYS = frozenset({"properties", "patternProperties", "$defs", "definitions",
+                       "dependentSchemas"})
+
+
+def _resolve(root: Any, ref: Any) -> Any:
+    """The subschema a local `$ref` ("#", "#/a/b") points to, or None."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return None
+    node = root
+    for part in ref[1:].split("/")[1:] if ref != "#" else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _negated(pointer: str) -> bool:
+    """Whether the subschema at `pointer` lies under a `not` or an `if` keyword."""
+    parts = pointer.split("/")
+    return any(part in _NEGATED and parts[i - 1] not in _MAP_KEYS
+               for i, part in enumerate(parts) if i)
+
+
+def _names(root: Any, sub: Any, seen: set[int]) -> list[str] | None:
+    """Property names `sub` lists: its `properties`, its members' (`$ref` target, then
+    `allOf` / `anyOf` / `oneOf` members, recursively), then its `required`, in that order
+    (llguidance's merge order); None when it or a member opens the object."""
+    if not isinstance(sub, dict) or id(sub) in seen:
+        return []
+    seen.add(id(sub))
+    if any(key in sub for key in _OPENERS) or sub.get("additionalProperties", False) is not False:
+        return None
+    props = sub.get("properties")
+    out: list[str] = list(props) if isinstance(props, dict) else []
+    members: list[Any] = [_resolve(root, sub.get("$ref"))] if "$ref" in sub else []
+    for key in _COMBINATOR_KEYS:
+        if isinstance(sub.get(key), list):
+            members.extend(sub[key])
+    for member in members:
+        names = _names(root, member, seen)
+        if names is None:
+            return None
+        out.extend(names)
+    out.extend(_required(sub))
+    return list(dict.fromkeys(out))
+
+
+def _required(sub: dict[str, Any]) -> list[str]:
+    required = sub.get("required")
+    return [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
+
+
+def _branch_names(root: Any, sub: dict[str, Any]) -> list[str]:
+    """The names `sub`'s `anyOf` / `oneOf` branches list, in branch order; [] when a branch
+    is a `$ref` or opens the object (then the parent is closed on its own names, as before)."""
+    out: list[str] = []
+    for key in _BRANCH_KEYS:
+        members = sub.get(key)
+        for member in members if isinstance(members, list) else []:
+            names = _names(root, member, set()) if isinstance(member, dict) else None
+            if names is None or "$ref" in member:
+                return []
+            out.extend(names)
+    return out
+
+
+def close_unlisted(schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    root = json.loads(json.dumps(schema))
+    for pointer, sub in iter_subschemas(root):
+        if _ALLOF_MEMBER.search(pointer) or _negated(pointer):
+            continue
+        if (("properties" in sub or "patternProperties" in sub)
+                and "additionalProperties" not in sub and "unevaluatedProperties" not in sub):
+            listed = sub.setdefault("properties", {})
+            if isinstance(listed, dict):
+                for name in _required(sub) + _branch_names(root, sub):
+                    listed.setdefault(name, True)
+            sub["additionalProperties"] = False
+        if "prefixItems" in sub and "items" not in sub and "unevaluatedItems" not in sub:
+            sub["items"] = False
+    return root

@@ -1,0 +1,110 @@
+"""close_unlisted (policy rule 1 for llguidance): names listed by `anyOf` / `oneOf` branches count
+as listed on the parent; nothing under `not` / `if` is closed; the result never admits an
+instance the input schema refuses (python-jsonschema on fixed and generated instances)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grammars import GrammarSpec
+from grammars.json_closure import close_unlisted
+from grammars.spec import canonical_json
+
+# reduced from JSONSchemaBench Github_easy o69635 (a message schema): the parent lists `msg`
+# and `argument`, each branch adds its own members; the parent used to be closed on its own
+# two names, so no branch with `queryId` could ever be written
+MESSAGE = {
+    "type": "object",
+    "properties": {"msg": {"type": "string", "enum": ["close", "execScript"]},
+                   "argument": {"type": "string"}},
+    "required": ["msg", "argument"],
+    "oneOf": [
+        {"properties": {"msg": {"enum": ["close"]}, "argument": {"maxLength": 0}},
+         "additionalProperties": False},
+        {"properties": {"msg": {"enum": ["execScript"]}, "argument": {"minLength": 1},
+                        "queryId": {"type": "integer", "minimum": 1},
+                        "watchVariables": {"type": "boolean"}},
+         "required": ["queryId"]},
+    ],
+}
+VALID = '{"msg": "execScript", "argument": "x", "queryId": 1, "watchVariables": true}'
+INVALID = [
+    '{"msg": "execScript", "argument": "x"}',  # the branch's required queryId is missing
+    '{"msg": "execScript", "argument": "x", "queryId": 0}',  # minimum
+    '{"msg": "close", "argument": "", "queryId": 1}',  # queryId is not a `close` member
+]
+NEGATED = {"type": "object", "properties": {"a": {"type": "integer"}},
+           "not": {"properties": {"a": {"const": 1}}},
+           "if": {"properties": {"a": {"const": 2}}}, "then": {"required": ["b"]}}
+
+
+def _valid(schema: Any, instance: Any) -> bool:
+    cls = jsonschema.validators.validator_for(schema)
+    return bool(cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(instance))
+
+
+def test_branch_names_count_as_listed_on_the_parent() -> None:
+    closed = close_unlisted(MESSAGE)
+    assert closed["additionalProperties"] is False
+    assert list(closed["properties"]) == ["msg", "argument", "queryId", "watchVariables"]
+    assert "additionalProperties" not in MESSAGE  # the input is not modified
+
+
+def test_a_ref_branch_keeps_the_parent_on_its_own_names() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}},
+              "anyOf": [{"$ref": "#/$defs/b"}], "$defs": {"b": {"properties": {"b": {}}}}}
+    assert list(close_unlisted(schema)["properties"]) == ["a"]
+
+
+def test_nothing_under_not_or_if_is_closed() -> None:
+    closed = close_unlisted(NEGATED)
+    assert "additionalProperties" not in closed["not"]
+    assert "additionalProperties" not in closed["if"]
+    assert closed["additionalProperties"] is False
+
+
+def test_the_closed_schema_admits_the_valid_branch_instance() -> None:
+    assert _valid(MESSAGE, json.loads(VALID))
+    assert _valid(close_unlisted(MESSAGE), json.loads(VALID))
+    for text in INVALID:
+        assert not _valid(close_unlisted(MESSAGE), json.loads(text))
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.sampled_from(["", "x"]))
+_OBJECTS = st.dictionaries(
+    st.sampled_from(["msg", "argument", "queryId", "watchVariables", "a", "b", "zip"]),
+    st.one_of(_VALUES, st.sampled_from(["close", "execScript"])), max_size=5)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_OBJECTS)
+def test_closing_never_admits_what_the_schema_refuses(instance: dict[str, Any]) -> None:
+    for schema in (MESSAGE, NEGATED):
+        if _valid(close_unlisted(schema), instance):
+            assert _valid(schema, instance)
+
+
+def _accepts(compiled: Any, text: str) -> bool:
+    matcher = compiled.matcher()
+    return bool(matcher.accept_text(text) and matcher.can_stop())
+
+
+def test_the_parent_closed_on_its_own_names_refused_the_branch_member(llg_compiler) -> None:  # type: ignore[no-untyped-def]
+    before = {**MESSAGE, "additionalProperties": False}  # what close_unlisted used to make
+    compiled = llg_compiler.compile(GrammarSpec("json_schema", canonical_json(before),
+                                                (("strict", False),)))
+    assert not _accepts(compiled, VALID)
+
+
+def test_llguidance_accepts_a_branch_member_and_still_refuses_invalid(llg_compiler) -> None:  # type: ignore[no-untyped-def]
+    compiled = llg_compiler.compile(GrammarSpec("json_schema", canonical_json(MESSAGE),
+                                                (("strict", False),)))
+    assert compiled.backend == "llguidance"
+    assert _accepts(compiled, VALID)  # refused before: the parent was closed on msg/argument
+    for text in INVALID + ['{"msg": "execScript", "argument": "x", "queryId": 1, "zip": 1}']:
+        assert not _accepts(compiled, text), text
