@@ -45,7 +45,7 @@ class GatewaySettings(BaseSettings):
     dtype: str = Field("auto", description="model dtype: auto (bfloat16 where the CPU has native bf16, else float32), bfloat16, float32, float16")
     kernels: Literal["auto", "torch", "llama-cpp"] = Field(
         "auto", description="CPU kernels of the torch engine: llama-cpp (the models' Q4_K_M GGUF weights on "
-        "llama.cpp's kernels), torch (transformers in --dtype), auto (llama-cpp where it can run)")
+        "llama.cpp's kernels), torch (transformers in --dtype), auto (llama-cpp where the CPU has no native bf16)")
     device: str = Field("cpu", description="torch device")
     max_model_len: int = Field(4096, description="prompt + output tokens per request")
     grammar_backend: Literal["auto", "xgrammar", "llguidance", "outlines"] = Field(

@@ -43,6 +43,7 @@ class BenchSettings:
     draft: str = "qwen2.5-coder-0.5b"
     dtype: str = "auto"  # as `specgate serve`: engine.hardware.choose_dtype
     kernels: str = "auto"  # as `specgate serve`: engine.kernels.choose_kernels
+    onednn: bool = True  # False: torch's oneDNN off (with the AVX2 caps in the env: an AVX2-only CPU's torch path)
     workloads: tuple[str, ...] = ("json", "tools", "sql", "chat")
     configs: tuple[str, ...] = tuple(c for c in CONFIGS if c not in ("forced-only", "specgate-fixed-k"))
     variant_workloads: tuple[str, ...] = VARIANT_WORKLOADS
@@ -121,6 +122,8 @@ class Bench:
 
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)
+        if not settings.onednn:
+            torch.backends.mkldnn.enabled = False
         self.settings = settings
         self.log = log
         start = time.perf_counter()

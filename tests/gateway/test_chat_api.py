@@ -85,6 +85,8 @@ def test_models_health_and_schema(http: Any, openapi: Any, model_id: str) -> Non
     models = http.get("/v1/models").json()
     openapi.validate(models, "ListModelsResponse")
     assert [m["id"] for m in models["data"]] == [model_id]
+    weights = models["data"][0]["specgate_weights"]  # which kernels and weights run (tiny HF model: torch)
+    assert weights["kernels"] == "torch" and weights["dtype"] in ("bfloat16", "float32") and "torch" in weights["note"]
     openapi.validate(http.get(f"/v1/models/{model_id}").json(), "Model")
     assert http.get("/health").json()["status"] == "ok"
 
