@@ -133,6 +133,14 @@ class LlamaCppModel:
         """A cache for a new sequence; with `prefix`, it may start holding a common prefix."""
         return LlamaCppCache(self, prefix=prefix)
 
+    def forget_prefixes(self) -> None:
+        """Clear every pooled context (what `engine.prefix_cache.PrefixCache.clear` is to torch)."""
+        llama = _llama()
+        with self._lock:
+            for index, (ctx, _) in enumerate(self._pool):
+                llama.llama_memory_clear(llama.llama_get_memory(ctx), True)
+                self._pool[index] = (ctx, [])
+
     def _acquire(self, prefix: Sequence[int]) -> tuple[Any, list[int]]:
         """A context and the tokens it holds: the pooled one with the longest common prefix with
         `prefix` (cropped to it), else the oldest pooled one cleared, else a new one."""

@@ -74,6 +74,27 @@ def test_pooled_contexts_start_empty(smol: Any) -> None:
     assert torch.equal(reused.extend(prompt), fresh)
 
 
+def test_a_new_cache_reuses_the_longest_common_prefix_and_forgets_on_request(smol: Any) -> None:
+    model, tok = smol
+    system = _ids(tok, "You are a careful assistant. Answer in JSON. ")
+    first = model.new_cache(prefix=system + _ids(tok, "Question one?"))
+    first.extend(system + _ids(tok, "Question one?"))
+    want = first.extend(_ids(tok, " Yes")[:1])
+    other = model.new_cache()
+    other.extend(_ids(tok, "unrelated text"))
+    del first, other  # both contexts go back to the pool, keeping what they hold
+    second = model.new_cache(prefix=system + _ids(tok, "Question two?"))
+    assert second.tokens == system + _ids(tok, "Question")  # the common prefix, cropped to it
+    pending = second.pending_for_logits(system + _ids(tok, "Question one?"))
+    assert pending == _ids(tok, "Question one?")[len(_ids(tok, "Question")):]
+    second.extend(pending)
+    got = second.extend(_ids(tok, " Yes")[:1])  # reused positions are the same keys/values (up to batch rounding)
+    assert torch.equal(got.argmax(-1), want.argmax(-1)) and (got - want).abs().max().item() < 0.05 * want.abs().max().item()
+    del second
+    model.forget_prefixes()
+    assert len(model.new_cache(prefix=system)) == 0
+
+
 def test_bad_input_is_refused_and_the_cache_stays_usable(smol: Any) -> None:
     model, tok = smol
     cache = model.new_cache()
