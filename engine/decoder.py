@@ -182,9 +182,9 @@ class SpecDecoder:
             stop_token_ids=self.stop_token_ids,
             bitmask=allocate_token_bitmask(k_max + 1, self.logits_width),
             draft_bitmask=allocate_token_bitmask(1, self.logits_width),
-            target_kv=cache_for(self.target_model, device=self.device, prefix=request.prompt_token_ids),
+            target_kv=cache_for(self.target_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self)),
             draft_kv=(
-                cache_for(self.draft_model, device=self.device, prefix=request.prompt_token_ids)
+                cache_for(self.draft_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self))
                 if self.draft_model is not None and self.config.drafter == "model" else None
             ),
             matcher=request.grammar.matcher() if request.grammar is not None else None,

@@ -22,7 +22,7 @@ exported.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -49,13 +49,15 @@ class ModelCache(Protocol):
     def shareable(self) -> bool: ...
 
 
-def cache_for(model: Any, *, device: torch.device | str = "cpu", prefix: Sequence[int] = ()) -> ModelCache:
-    """A new cache for `model`: its own `new_cache(prefix=)` where it has one (llama.cpp: it
-    may start holding a common prefix with `prefix`, reused from an earlier sequence), else an
-    empty transformers `KVCache` (its prefix reuse is `engine.prefix_cache`)."""
+def cache_for(model: Any, *, device: torch.device | str = "cpu", prefix: Sequence[int] = (),
+              pool: Hashable = None) -> ModelCache:
+    """A new cache for `model`: its own `new_cache(prefix=, pool=)` where it has one
+    (llama.cpp: it may start holding a common prefix with `prefix`, reused from an earlier
+    sequence of the same `pool`), else an empty transformers `KVCache` (its prefix reuse is
+    `engine.prefix_cache`)."""
     new_cache = getattr(model, "new_cache", None)
     if new_cache is not None:
-        return new_cache(prefix=prefix)  # type: ignore[no-any-return]
+        return new_cache(prefix=prefix, pool=pool)  # type: ignore[no-any-return]
     return KVCache(model, device=device)
 
 

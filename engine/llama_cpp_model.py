@@ -11,8 +11,9 @@ drops positions >= length), `sync_to`, `pending_for_logits`, `reset`, `tokens`, 
 and is not offered llama.cpp positions.
 
 Contexts are pooled on the model (creating one allocates its whole KV buffer), at most
-`pool_size` kept, and a pooled context keeps what it cached: `new_cache(prefix=prompt)` takes
-the pooled context sharing the longest common prefix with `prompt`, cropped to it, so a
+`pool_size` kept per pool (`new_cache(pool=key)`: each decoder has its own, as each has its
+own torch prefix cache), and a pooled context keeps what it cached: `new_cache(prefix=prompt)`
+takes the pooled context sharing the longest common prefix with `prompt`, cropped to it, so a
 request that repeats an earlier prompt's prefix (a system prompt, a schema, the same
 question) starts with those positions cached — the prefix cache of these kernels (`len()` of
 the new cache is what it got). The positions are the very keys/values computed for those
@@ -37,7 +38,7 @@ import importlib.util
 import pathlib
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -115,9 +116,9 @@ class LlamaCppModel:
         vocab = llama.llama_model_get_vocab(self._model)
         self.vocab_size = int(llama.llama_vocab_n_tokens(vocab))
         self.num_parameters = int(llama.llama_model_n_params(self._model))
-        self._pool: list[Any] = []
+        self._pools: dict[Hashable, list[tuple[Any, list[int]]]] = {}  # pool key -> (context, tokens), newest last
         self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _free_model, self._model, self._pool)
+        self._finalizer = weakref.finalize(self, _free_model, self._model, self._pools)
 
     @property
     def logits_width(self) -> int:
@@ -129,28 +130,30 @@ class LlamaCppModel:
 
         return f"{self.path.name}|{self.path.stat().st_size}|llama-cpp-python {llama_cpp.__version__}"
 
-    def new_cache(self, *, prefix: Sequence[int] = ()) -> LlamaCppCache:
-        """A cache for a new sequence; with `prefix`, it may start holding a common prefix."""
-        return LlamaCppCache(self, prefix=prefix)
+    def new_cache(self, *, prefix: Sequence[int] = (), pool: Hashable = None) -> LlamaCppCache:
+        """A cache for a new sequence from `pool`; with `prefix`, it may start holding a common prefix."""
+        return LlamaCppCache(self, prefix=prefix, pool=pool)
 
     def forget_prefixes(self) -> None:
         """Clear every pooled context (what `engine.prefix_cache.PrefixCache.clear` is to torch)."""
         llama = _llama()
         with self._lock:
-            for index, (ctx, _) in enumerate(self._pool):
-                llama.llama_memory_clear(llama.llama_get_memory(ctx), True)
-                self._pool[index] = (ctx, [])
+            for pooled in self._pools.values():
+                for index, (ctx, _) in enumerate(pooled):
+                    llama.llama_memory_clear(llama.llama_get_memory(ctx), True)
+                    pooled[index] = (ctx, [])
 
-    def _acquire(self, prefix: Sequence[int]) -> tuple[Any, list[int]]:
+    def _acquire(self, prefix: Sequence[int], pool: Hashable) -> tuple[Any, list[int]]:
         """A context and the tokens it holds: the pooled one with the longest common prefix with
         `prefix` (cropped to it), else the oldest pooled one cleared, else a new one."""
         from engine.kv_cache import common_prefix_length
 
         with self._lock:
-            if self._pool:
-                lengths = [common_prefix_length(tokens, prefix) for _, tokens in self._pool]
-                best = max(range(len(self._pool)), key=lambda i: (lengths[i], i))
-                ctx, tokens = self._pool.pop(best)
+            pooled = self._pools.get(pool)
+            if pooled:
+                lengths = [common_prefix_length(tokens, prefix) for _, tokens in pooled]
+                best = max(range(len(pooled)), key=lambda i: (lengths[i], i))
+                ctx, tokens = pooled.pop(best)
                 return ctx, tokens[: lengths[best]]
         llama = _llama()
         params = llama.llama_context_default_params()
@@ -166,24 +169,26 @@ class LlamaCppModel:
             raise RuntimeError(f"llama.cpp could not create a {self.n_ctx}-position context for {self.path.name}")
         return ctx, []
 
-    def _release(self, ctx: Any, tokens: list[int]) -> None:
+    def _release(self, ctx: Any, tokens: list[int], pool: Hashable) -> None:
         """Pool `ctx` (holding `tokens`), newest last; beyond `pool_size` free the oldest."""
         evicted = None
         with self._lock:
             if not self._finalizer.alive:
                 evicted = ctx
             else:
-                self._pool.append((ctx, tokens))
-                if len(self._pool) > self.pool_size:
-                    evicted = self._pool.pop(0)[0]
+                pooled = self._pools.setdefault(pool, [])
+                pooled.append((ctx, tokens))
+                if len(pooled) > self.pool_size:
+                    evicted = pooled.pop(0)[0]
         if evicted is not None:
             _llama().llama_free(evicted)
 
 
-def _free_model(model: Any, pool: list[tuple[Any, list[int]]]) -> None:
+def _free_model(model: Any, pools: dict[Hashable, list[tuple[Any, list[int]]]]) -> None:
     llama = _llama()
-    while pool:
-        llama.llama_free(pool.pop()[0])
+    for pooled in pools.values():
+        while pooled:
+            llama.llama_free(pooled.pop()[0])
     llama.llama_model_free(model)
 
 
@@ -192,13 +197,13 @@ class LlamaCppCache:
 
     shareable = False
 
-    def __init__(self, model: LlamaCppModel, *, prefix: Sequence[int] = ()) -> None:
+    def __init__(self, model: LlamaCppModel, *, prefix: Sequence[int] = (), pool: Hashable = None) -> None:
         self.model = model
-        self._ctx, self.tokens = model._acquire(prefix)
+        self._ctx, self.tokens = model._acquire(prefix, pool)
         self._batch = _llama().llama_batch_init(model.n_batch, 0, 1)
         if len(self.tokens) < self._held():
             self._crop_context(len(self.tokens))
-        self._finalizer = weakref.finalize(self, _release, model, self._ctx, self._batch, self.tokens)
+        self._finalizer = weakref.finalize(self, _release, model, self._ctx, self._batch, self.tokens, pool)
 
     def _held(self) -> int:
         """Positions sequence 0 of the context holds (one past its last position)."""
@@ -285,6 +290,6 @@ class LlamaCppCache:
         del self.tokens[:]
 
 
-def _release(model: LlamaCppModel, ctx: Any, batch: Any, tokens: list[int]) -> None:
+def _release(model: LlamaCppModel, ctx: Any, batch: Any, tokens: list[int], pool: Hashable) -> None:
     _llama().llama_batch_free(batch)
-    model._release(ctx, tokens)
+    model._release(ctx, tokens, pool)

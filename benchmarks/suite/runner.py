@@ -123,7 +123,7 @@ class Bench:
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)
         if not settings.onednn:
-            torch.backends.mkldnn.enabled = False
+            torch.backends.mkldnn.enabled = False  # type: ignore[assignment]  # a ContextProp that takes a bool
         self.settings = settings
         self.log = log
         start = time.perf_counter()

@@ -102,7 +102,7 @@ class TorchRunner:
             if decoder.prefix_cache is not None:
                 decoder.prefix_cache.clear()
         for model in (self.target_model, self.draft_model):
-            if hasattr(model, "forget_prefixes"):  # llama.cpp: its pooled contexts are its prefix cache
+            if model is not None and hasattr(model, "forget_prefixes"):  # llama.cpp: pooled contexts are its prefix cache
                 model.forget_prefixes()
 
     def text(self, token_ids: list[int]) -> str:
