@@ -52,26 +52,35 @@ def build_torch_engine(config: EngineConfig) -> Engine:
     from engine.torch_engine import TorchEngine
     from grammars import GrammarCompiler
 
-    names = [config.model] + ([config.draft_model] if config.drafter == "model" and config.draft_model else [])
-    kernels, kernels_reason = choose_kernels(config.kernels, device=config.device, models=names)
+    same_kernels = [config.draft_model] if config.drafter == "model" and config.draft_model and (
+        config.draft_kernels == "auto") else []  # a draft on the target's kernels needs them too
+    kernels, kernels_reason = choose_kernels(config.kernels, device=config.device, models=[config.model, *same_kernels])
+    torch_dtype, torch_dtype_reason = choose_dtype(config.dtype, device=config.device)
     if kernels == "llama-cpp":
-        from engine.hardware import cpu_info
-
-        threads = config.num_threads or cpu_info().cores
         dtype, dtype_reason = "gguf", "the GGUF's own quantization (Q4_K_M for the registered models)"
-
-        def load(name: str) -> tuple[Any, Any]:
-            return loader.load_gguf(name, n_threads=threads, n_ctx=config.max_model_len, cache_dir=config.cache_dir)
     else:
-        dtype, dtype_reason = choose_dtype(config.dtype, device=config.device)
+        dtype, dtype_reason = torch_dtype, torch_dtype_reason
 
-        def load(name: str) -> tuple[Any, Any]:
-            return loader.load(name, dtype=dtype, device=config.device, cache_dir=config.cache_dir)
-    target, tokenizer = load(config.model)
+    def load(name: str, on: str) -> tuple[Any, Any]:
+        if on == "llama-cpp":
+            from engine.hardware import cpu_info
+
+            return loader.load_gguf(name, n_threads=config.num_threads or cpu_info().cores,
+                                    n_ctx=config.max_model_len, cache_dir=config.cache_dir)
+        return loader.load(name, dtype=torch_dtype, device=config.device, cache_dir=config.cache_dir)
+
+    target, tokenizer = load(config.model, kernels)
     draft = None
+    notes = [f"kernels {kernels} ({kernels_reason})", f"dtype {dtype} ({dtype_reason})"]
     if config.drafter == "model":
         assert config.draft_model is not None
-        draft, draft_tokenizer = load(config.draft_model)
+        if config.draft_kernels == "auto":
+            draft_kernels = kernels
+        else:
+            draft_kernels = choose_kernels(config.draft_kernels, device=config.device, models=[config.draft_model])[0]
+        if draft_kernels != kernels:
+            notes.append(f"draft kernels {draft_kernels} (set explicitly)")
+        draft, draft_tokenizer = load(config.draft_model, draft_kernels)
         loader.check_compat(tokenizer, draft_tokenizer)
     costs = None
     if config.speculative:
@@ -90,8 +99,7 @@ def build_torch_engine(config: EngineConfig) -> Engine:
     engine = TorchEngine(decoder=decoder, model_name=loader.model_name(config.model), grammar_compiler=compiler)
     engine.dtype = dtype
     engine.kernels = kernels
-    engine.startup_notes = [f"kernels {kernels} ({kernels_reason})", f"dtype {dtype} ({dtype_reason})",
-                            *(costs.describe() if costs is not None else [])]
+    engine.startup_notes = [*notes, *(costs.describe() if costs is not None else [])]
     if costs is not None and config.uses_adaptive_k:
         engine.startup_notes.append(
             f"adaptive K on: K <= {config.k} per step from these costs and each request's acceptance")

@@ -81,7 +81,10 @@ class EngineConfig:
     on CPUs with native bf16, float32 elsewhere (`engine.hardware.choose_dtype`).
     `kernels` (torch engine on CPU): "torch" runs the HF models in `dtype`; "llama-cpp" runs
     the same models' Q4_K_M GGUF weights on llama.cpp's CPU kernels (`engine.llama_cpp_model`;
-    `dtype` unused); "auto" picks llama-cpp where it can run (`engine.kernels.choose_kernels`).
+    `dtype` unused); "auto" picks llama-cpp where the CPU has no native bf16
+    (`engine.kernels.choose_kernels`). `draft_kernels` the same for the draft model ("auto":
+    the target's choice); a draft on other kernels than the target keeps the output law exact
+    (q may be any distribution), it only changes acceptance and cost.
     `prefix_cache_mib`: bound of the automatic prefix cache (`engine.prefix_cache`: the
     keys/values of recent prompts of the target and the draft, reused by later requests that
     start with the same tokens; LRU beyond the bound); 0 = off. Torch backend only (vLLM has
@@ -98,6 +101,7 @@ class EngineConfig:
     unmasked_mode: UnmaskedMode = "argmax"
     dtype: str = "auto"
     kernels: Kernels = "auto"
+    draft_kernels: Kernels = "auto"
     device: str = "cpu"
     max_model_len: int = 4096
     max_num_seqs: int = 8
@@ -117,7 +121,9 @@ class EngineConfig:
         _check_choice("drafter", self.drafter, ("model", "ngram", "forced", "none"))
         _check_choice("unmasked_mode", self.unmasked_mode, ("argmax", "sample"))
         _check_choice("kernels", self.kernels, ("auto", "torch", "llama-cpp"))
-        if self.kernels == "llama-cpp" and (self.backend != "torch" or not self.device.startswith("cpu")):
+        _check_choice("draft_kernels", self.draft_kernels, ("auto", "torch", "llama-cpp"))
+        if "llama-cpp" in (self.kernels, self.draft_kernels) and (
+                self.backend != "torch" or not self.device.startswith("cpu")):
             raise ValueError("kernels 'llama-cpp' runs on the torch engine's CPU device only")
         _check_choice("grammar_backend", self.grammar_backend, ("auto", "xgrammar", "llguidance", "outlines"))
         if not 0 <= self.k <= K_MAX:

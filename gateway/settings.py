@@ -19,7 +19,7 @@ from engine import EngineConfig, VllmOptions
 
 # Settings that describe the engine (also the flags `specgate generate` takes).
 ENGINE_FIELDS = (
-    "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "kernels", "device",
+    "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "kernels", "draft_kernels", "device",
     "max_model_len", "grammar_backend", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
     "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization", "vllm_kv_cache_gib", "vllm_enforce_eager",
     "vllm_plugin_mode", "vllm_draft_sample", "prefix_cache_mib",
@@ -46,6 +46,9 @@ class GatewaySettings(BaseSettings):
     kernels: Literal["auto", "torch", "llama-cpp"] = Field(
         "auto", description="CPU kernels of the torch engine: llama-cpp (the models' Q4_K_M GGUF weights on "
         "llama.cpp's kernels), torch (transformers in --dtype), auto (llama-cpp where the CPU has no native bf16)")
+    draft_kernels: Literal["auto", "torch", "llama-cpp"] = Field(
+        "auto", description="CPU kernels of the draft model (auto: the target's); the output law does not "
+        "depend on the draft's kernels")
     device: str = Field("cpu", description="torch device")
     max_model_len: int = Field(4096, description="prompt + output tokens per request")
     grammar_backend: Literal["auto", "xgrammar", "llguidance", "outlines"] = Field(
@@ -127,6 +130,7 @@ class GatewaySettings(BaseSettings):
             draft_mask=self.draft_mask,
             dtype=self.dtype,
             kernels=self.kernels,
+            draft_kernels=self.draft_kernels,
             device=self.device,
             max_model_len=self.max_model_len,
             max_num_seqs=self.max_concurrent_requests,
