@@ -13,7 +13,10 @@ Torch-engine configurations (specgate's own `SpecDecoder`, same models, same gra
 - `hf-plain`: transformers bf16, no speculation: the fixed reference,
   whatever dtype the bench's own backend resolves to;
 - `ngram`: prompt lookup + grammar-forced tokens, no draft model;
-- `forced-only`: grammar-forced tokens only (isolates what the grammar alone gives).
+- `forced-only`: grammar-forced tokens only (isolates what the grammar alone gives);
+- `specgate-llama-draft`: `specgate` with the draft model on llama.cpp's kernels (its Q4_K_M
+  GGUF; `--draft-kernels llama-cpp`), the target on the bench's own kernels, with the costs
+  measured for that pair.
 Every torch configuration runs with the engine's default prefix cache (each configuration its
 own); `no-spec-nopc` / `specgate-nopc` are `no-spec` / `specgate` with it off (the A/B).
 Peers:
@@ -42,6 +45,7 @@ class TorchConfig:
     adaptive_k: bool = False
     bf16_reference: bool = False  # runs on a bf16 target whatever the bench's dtype
     prefix_cache: bool = True  # the engine's default automatic prefix cache (engine.prefix_cache)
+    llama_draft: bool = False  # the draft model on llama.cpp kernels (its GGUF), the target as the bench's
 
     @property
     def speculates(self) -> bool:
@@ -59,6 +63,7 @@ TORCH_CONFIGS: dict[str, TorchConfig] = {
     "forced-only": TorchConfig(drafter="forced"),
     "no-spec-nopc": TorchConfig(drafter="none", prefix_cache=False),
     "specgate-nopc": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, prefix_cache=False),
+    "specgate-llama-draft": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, llama_draft=True),
 }
 HF_CONFIGS = ("hf-assisted",)
 VLLM_CONFIGS = ("vllm-no-spec", "vllm-native", "vllm-native-fixed", "specgate-vllm")

@@ -152,6 +152,12 @@ class Bench:
         self.costs = cost_model.load_or_measure(target, draft, k_max=k_max, target_name=settings.target,
                                                 draft_name=settings.draft if draft is not None else None)
         self.runner.costs = self.costs  # the same costs `specgate serve` measures and caches
+        if any(TORCH_CONFIGS[c].llama_draft for c in self._all_torch_configs()):
+            threads = settings.num_threads or cpu_info().cores
+            self.runner.llama_draft = loader.load_gguf(settings.draft, n_threads=threads, n_ctx=4096)[0]
+            self.runner.llama_draft_costs = cost_model.load_or_measure(
+                target, self.runner.llama_draft, k_max=k_max, target_name=settings.target, draft_name=settings.draft)
+            log("draft on llama.cpp kernels (specgate-llama-draft): " + "; ".join(self.runner.llama_draft_costs.describe()[1:3]))
         for line in self.costs.describe():
             log(line)
         self._bf16_runner: TorchRunner | None = None

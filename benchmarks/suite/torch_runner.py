@@ -44,6 +44,8 @@ class TorchRunner:
         self._grammars: dict[tuple[int, str], Any] = {}
         self._decoders: dict[tuple[str, int], Any] = {}
         self.costs: Any = None  # engine.cost_model.ForwardCosts: adaptive K and the predicted times
+        self.llama_draft: Any = None  # the draft on llama.cpp kernels (`llama_draft` configurations)
+        self.llama_draft_costs: Any = None  # the costs measured for the target with that draft
 
     def compiler(self, max_whitespace: int) -> Any:
         from grammars import GrammarCompiler
@@ -82,18 +84,23 @@ class TorchRunner:
         if key not in self._decoders:
             if config.drafter == "model" and self.draft_model is None:
                 raise ValueError(f"configuration {config_name!r} needs a draft model")
+            draft = self.llama_draft if config.llama_draft else self.draft_model
+            costs = self.costs_for(config_name)
             self._decoders[key] = SpecDecoder(
                 target_model=self.target_model, tokenizer=self.tokenizer,
-                draft_model=self.draft_model if config.drafter == "model" else None,
+                draft_model=draft if config.drafter == "model" else None,
                 config=EngineConfig(
                     model="bench-target", draft_model="bench-draft", drafter=config.drafter, k=key[1],
                     draft_mask=config.draft_mask, unmasked_mode=config.unmasked_mode,
-                    adaptive_k=config.adaptive_k and self.costs is not None,
+                    adaptive_k=config.adaptive_k and costs is not None,
                     prefix_cache_mib=EngineConfig.prefix_cache_mib if config.prefix_cache else 0,
                 ),
-                costs=self.costs,
+                costs=costs,
             )
         return self._decoders[key]
+
+    def costs_for(self, config_name: str) -> Any:
+        return self.llama_draft_costs if TORCH_CONFIGS[config_name].llama_draft else self.costs
 
     def clear_prefix_caches(self) -> None:
         """Forget every configuration's cached prompts (after a warm-up, so that no
@@ -101,7 +108,7 @@ class TorchRunner:
         for decoder in self._decoders.values():
             if decoder.prefix_cache is not None:
                 decoder.prefix_cache.clear()
-        for model in (self.target_model, self.draft_model):
+        for model in (self.target_model, self.draft_model, self.llama_draft):
             if model is not None and hasattr(model, "forget_prefixes"):  # llama.cpp: pooled contexts are its prefix cache
                 model.forget_prefixes()
 
@@ -130,7 +137,7 @@ class TorchRunner:
             seq = decoder.new_sequence(request)
             stats = seq.stats
             strays_early = 0
-            costs = self.costs
+            costs = self.costs_for(config_name)
             if costs is not None:
                 record.decode_predicted_s = record.decode_plain_predicted_s = 0.0
             try:
