@@ -118,7 +118,7 @@ class Bench:
         from benchmarks.suite.torch_runner import TorchRunner
         from engine import cost_model, loader
         from engine.hardware import choose_dtype, cpu_info
-        from engine.kernels import choose_kernels
+        from engine.kernels import choose_kernels, why_not_llama_cpp
 
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)
@@ -152,7 +152,11 @@ class Bench:
         self.costs = cost_model.load_or_measure(target, draft, k_max=k_max, target_name=settings.target,
                                                 draft_name=settings.draft if draft is not None else None)
         self.runner.costs = self.costs  # the same costs `specgate serve` measures and caches
-        if any(TORCH_CONFIGS[c].llama_draft for c in self._all_torch_configs()):
+        llama_draft_why_not = why_not_llama_cpp(device="cpu", models=[settings.draft])
+        if any(TORCH_CONFIGS[c].llama_draft for c in self._all_torch_configs()) and llama_draft_why_not:
+            self.runner.llama_draft_why_not = llama_draft_why_not
+            log(f"specgate-llama-draft unavailable: {llama_draft_why_not}")
+        elif any(TORCH_CONFIGS[c].llama_draft for c in self._all_torch_configs()):
             threads = settings.num_threads or cpu_info().cores
             self.runner.llama_draft = loader.load_gguf(settings.draft, n_threads=threads, n_ctx=4096)[0]
             self.runner.llama_draft_costs = cost_model.load_or_measure(

@@ -46,6 +46,7 @@ class TorchRunner:
         self.costs: Any = None  # engine.cost_model.ForwardCosts: adaptive K and the predicted times
         self.llama_draft: Any = None  # the draft on llama.cpp kernels (`llama_draft` configurations)
         self.llama_draft_costs: Any = None  # the costs measured for the target with that draft
+        self.llama_draft_why_not = ""  # why that draft could not be loaded (its rows then show the error)
 
     def compiler(self, max_whitespace: int) -> Any:
         from grammars import GrammarCompiler
@@ -84,6 +85,9 @@ class TorchRunner:
         if key not in self._decoders:
             if config.drafter == "model" and self.draft_model is None:
                 raise ValueError(f"configuration {config_name!r} needs a draft model")
+            if config.llama_draft and self.llama_draft is None:
+                raise ValueError(f"configuration {config_name!r} needs the draft on llama.cpp: "
+                                 f"{self.llama_draft_why_not or 'not loaded'}")
             draft = self.llama_draft if config.llama_draft else self.draft_model
             costs = self.costs_for(config_name)
             self._decoders[key] = SpecDecoder(

@@ -15,7 +15,7 @@ from benchmarks.suite.report import REQUIRED_FIELDS
 from benchmarks.suite.runner import quick_settings, run_bench
 
 WORKLOADS = ("json", "tools", "sql", "chat")
-CONFIGS = (*TORCH_CONFIGS, "hf-assisted")
+CONFIGS = (*(c for c, cfg in TORCH_CONFIGS.items() if not cfg.llama_draft), "hf-assisted")  # tiny models: no GGUF
 
 
 @pytest.fixture(scope="module")
