@@ -47,9 +47,16 @@ fill stays on the host (xgrammar has no device fill): overlapped with each draft
 multi-threaded across rows (`BatchGrammarMatcher`), but where one fill outlasts one draft
 forward (a large batch, a costly grammar state) the device waits for it.
 
+Per-step draft length (opt-in, `SPECGATE_VLLM_STEP_K=1`, `engine.vllm.step_k_runner`): the
+propose wrapper lowers `scheduler_output.num_spec_tokens_to_schedule` for that call to the k
+`engine.vllm.step_k.StepK` picks for the batch (k=0 included), and restores it afterwards;
+the draft sampler wrapper leaves a time mark per draft position for its cost estimate.
+
 Matchers are compiled in the worker with vLLM's own XgrammarBackend from the request's
 `structured_outputs` and `all_stop_token_ids`, so the draft masks are byte-identical to the
-scheduler's target masks. In "full" mode that backend (in every process: target and draft)
+scheduler's target masks. `execute_model` starts compiling a new request's grammar on a
+background thread before the prefill forward (`engine.vllm.grammar_cache.WorkerGrammars`,
+bounded LRU by grammar; `SPECGATE_VLLM_GRAMMAR_PREFETCH=0` compiles on demand instead). In "full" mode that backend (in every process: target and draft)
 is given specgate's TokenizerInfo (`install_text_vocabulary`): non-text vocabulary entries
 and special control tokens are in no mask, as on the torch engine. Only the xgrammar structured-output backend and draft-model /
 EAGLE-style proposers (`SpecDecodeBaseProposer`) are masked; n-gram drafts stay vLLM's
