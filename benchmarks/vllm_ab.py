@@ -2,9 +2,10 @@
 repeated: a fair A/B.
 
     python -m benchmarks.vllm_ab [--repeats 3] [--max-tokens 48] [-k 4] [-T 0.0] \
-        [--compare mask|step-k] [--out benchmarks/results/vllm_ab.json]
+        [--compare mask|step-k] [--draft-mask on|off] [--prompts grammar|text] \
+        [--out benchmarks/results/vllm_ab.json]
 
-`--compare step-k`: both arms draft with the mask on; the arm is the worker's per-step draft
+`--compare step-k`: both arms draft with the mask on (`--draft-mask off`: both off); the arm is the worker's per-step draft
 length (`engine.vllm.step_k_runner`, switched by `collective_rpc("specgate_step_k")` before
 each request; batch 1, so the switch covers exactly that request's steps). The k applied per
 step is recorded per arm ("k applied"), and acceptance is also given over verified drafts
@@ -65,6 +66,12 @@ BODIES: list[dict[str, Any]] = [
     {"messages": [{"role": "user", "content": "Find me a flight from Lisbon to Berlin on 2026-12-03."}],
      "tools": TOOLS, "tool_choice": "required"},
 ]
+TEXT_BODIES: list[dict[str, Any]] = [  # no grammar: the drafts are never masked nor cut
+    {"messages": [{"role": "user", "content": "Write a Python function that checks whether a number is prime."}]},
+    {"messages": [{"role": "user", "content": "Explain what a hash map is, in three sentences."}]},
+    {"messages": [{"role": "user", "content": "List five fruits and the colour of each."}]},
+    {"messages": [{"role": "user", "content": "Write a SQL query that counts users per country."}]},
+]
 ARMS = {"mask on": True, "mask off": False}
 STEP_K_ARMS = {"step K on": True, "step K off": False}
 
@@ -118,7 +125,8 @@ def _share(results: list[dict[str, Any]]) -> float:
     return plugin / step if step else 0.0
 
 
-async def run(repeats: int, max_tokens: int, k: int, temperature: float, compare: str = "mask") -> dict[str, Any]:
+async def run(repeats: int, max_tokens: int, k: int, temperature: float, compare: str = "mask",
+              draft_mask: bool = True, prompts: str = "grammar") -> dict[str, Any]:
     from benchmarks.vllm_configs import build_config_engine
 
     engine = await asyncio.to_thread(build_config_engine, "specgate-vllm", k=k)
@@ -134,11 +142,11 @@ async def run(repeats: int, max_tokens: int, k: int, temperature: float, compare
         await _one(engine, BODIES[0], rid="warmup", mask=True, max_tokens=8, temperature=0.0, k=k)
         for rep in range(repeats):
             rows: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
-            for i, body in enumerate(BODIES):
+            for i, body in enumerate(BODIES if prompts == "grammar" else TEXT_BODIES):
                 order = list(arms) if (rep + i) % 2 == 0 else list(reversed(arms))
                 outs = {}
                 for arm in order:
-                    mask = arms[arm] if compare == "mask" else True
+                    mask = arms[arm] if compare == "mask" else draft_mask
                     step_k = None if compare == "mask" else arms[arm]
                     outs[arm] = await _one(engine, body, rid=f"r{rep}-p{i}-{arm.replace(' ', '_')}", mask=mask,
                                            max_tokens=max_tokens, temperature=temperature, k=k, step_k=step_k)
@@ -153,6 +161,7 @@ async def run(repeats: int, max_tokens: int, k: int, temperature: float, compare
     finally:
         await engine.shutdown()
     return {"repeats": repeats, "max_tokens": max_tokens, "k": k, "temperature": temperature, "compare": compare,
+            "draft_mask": draft_mask if compare == "step-k" else None, "prompt_set": prompts,
             "prompts": len(BODIES), "greedy_outputs_differing": differ if temperature == 0.0 else None,
             "per_repeat": per, "plugin_times": times, "step_k_state": state}
 
@@ -246,13 +255,18 @@ def main() -> None:
     parser.add_argument("-T", "--temperature", type=float, default=0.0)
     parser.add_argument("--compare", choices=("mask", "step-k"), default="mask",
                         help="the arms: draft mask on/off, or per-step K on/off (mask on in both)")
+    parser.add_argument("--prompts", choices=("grammar", "text"), default="grammar",
+                        help="grammar: 2 JSON-schema + 2 tool-call requests; text: 4 requests without a grammar")
+    parser.add_argument("--draft-mask", choices=("on", "off"), default="on",
+                        help="with --compare step-k: the draft mask in both arms")
     parser.add_argument("--out", default="benchmarks/results/vllm_ab.json")
     parser.add_argument("--table", metavar="JSON", help="only print the table of a saved result")
     args = parser.parse_args()
     if args.table:
         print(table(json.loads(pathlib.Path(args.table).read_text())))
         return
-    result = asyncio.run(run(args.repeats, args.max_tokens, args.k, args.temperature, args.compare))
+    result = asyncio.run(run(args.repeats, args.max_tokens, args.k, args.temperature, args.compare,
+                             args.draft_mask == "on", args.prompts))
     print(table(result))
     if result["greedy_outputs_differing"] is not None:
         print(f"greedy outputs differing between arms: {result['greedy_outputs_differing']} "
