@@ -62,7 +62,8 @@ TORCH_CONFIGS: dict[str, TorchConfig] = {
     "specgate-nopc": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, prefix_cache=False),
 }
 HF_CONFIGS = ("hf-assisted",)
-VLLM_CONFIGS = ("vllm-no-spec", "vllm-native", "vllm-native-fixed", "specgate-vllm", "specgate-vllm-stepk")
+VLLM_CONFIGS = ("vllm-no-spec", "vllm-native", "vllm-native-fixed", "specgate-vllm", "specgate-vllm-stepk",
+                "specgate-vllm-fixedk")
 CONFIGS = (*TORCH_CONFIGS, *HF_CONFIGS, *VLLM_CONFIGS)
 BASELINE = "no-spec"
 VLLM_BASELINE = "vllm-no-spec"

@@ -1,8 +1,8 @@
 """Per-step draft length inside vLLM's V1 model runner: the glue between the runner's step and
 `engine.vllm.step_k.StepK` (the choice itself is there, pure).
 
-Opt-in: `SPECGATE_VLLM_STEP_K=1` (read in the worker; default off: vLLM's configured K every
-step), or at run time `collective_rpc("specgate_step_k", kwargs={"on": bool})`, which also
+On with `SPECGATE_VLLM_STEP_K=1` (read in the worker; the engine sets it from
+`VllmOptions.step_k`, on by default; unset or 0: vLLM's configured K every step), or at run time `collective_rpc("specgate_step_k", kwargs={"on": bool})`, which also
 returns the worker's state (`applied`: steps per k applied since the last reset, the current
 cost estimates and the engine-wide acceptance hazards).
 `SPECGATE_VLLM_STEP_K_MIN` (default 0) is the floor. `cycle=[k, ...]` (RPC only, tests) forces
@@ -26,10 +26,17 @@ not counted, minus the bonus token); costs from the step timings the plugin alre
 time marks the draft sampler leaves on the proposer (`mark_draft`): first forward = loop start
 to the first draft's sample, each further forward = the gap between samples; at k=0 the whole
 loop is the first forward.
+
+Not verified (no GPU lent): on an accelerator the accepted counts are read with one device
+sync per step before the draft loop (not overlapped, unlike the masker's reads), and vLLM's
+async scheduling (the GPU default) may pair a step's `scheduled_spec_decode_tokens` with
+sampled ids of another step: under async scheduling per-step K turns itself off (logged
+once per worker) unless SPECGATE_VLLM_STEP_K_ASYNC=1.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -39,6 +46,8 @@ from engine.vllm.step_k import StepK
 
 ENV = "SPECGATE_VLLM_STEP_K"
 ENV_MIN = "SPECGATE_VLLM_STEP_K_MIN"
+ENV_ASYNC = "SPECGATE_VLLM_STEP_K_ASYNC"
+logger = logging.getLogger("specgate.vllm.step_k")
 
 
 def _env_on() -> bool:
@@ -62,6 +71,11 @@ def chooser(runner: Any) -> StepK | None:
         spec = getattr(runner, "speculative_config", None)
         k_max = int(getattr(spec, "num_speculative_tokens", 0) or 0)
         if k_max < 1:
+            state["on"] = False
+            return None
+        if getattr(runner, "use_async_scheduling", False) and os.environ.get(ENV_ASYNC, "0") != "1":
+            logger.warning("specgate: per-step K is off under vLLM's async scheduling (untested there; "
+                           "%s=1 forces it)", ENV_ASYNC)
             state["on"] = False
             return None
         k_min = min(max(int(os.environ.get(ENV_MIN, "0") or 0), 0), k_max)

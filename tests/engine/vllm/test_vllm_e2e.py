@@ -238,15 +238,19 @@ async def test_plugin_times_cover_the_masked_steps(engine: Any) -> None:
 
 
 async def test_per_step_k_keeps_greedy_output(engine: Any) -> None:
-    """Per-step draft length (`engine.vllm.step_k_runner`, switched on in the worker by RPC):
-    forced k = 0..K in turn, then chosen by the cost model, the greedy output equals vLLM's
-    fixed K on the same engine, JSON schema and plain text, with debug asserts on."""
+    """Per-step draft length (`engine.vllm.step_k_runner`; on by default, switched by RPC in the
+    worker): forced k = 0..K in turn, then chosen by the cost model, the greedy output equals
+    vLLM's fixed K (per-step K off) on the same engine, JSON schema and plain text, with debug
+    asserts on."""
     grammar = _schema_grammar(engine)
     cases = [("sk-json", PROMPTS[1], grammar), ("sk-text", "Count from one to twenty in words.", None)]
+    initial = (await engine.llm.collective_rpc("specgate_step_k", kwargs={}))[0]
+    assert initial["on"], "per-step K is the vLLM engine's default"
+    await engine.llm.collective_rpc("specgate_step_k", kwargs={"on": False})
     base = {}
-    for rid, text, g in cases:
-        base[rid], _, _ = await _run(engine, f"{rid}-off", text, grammar=g, temperature=0.0, max_tokens=32)
     try:
+        for rid, text, g in cases:
+            base[rid], _, _ = await _run(engine, f"{rid}-off", text, grammar=g, temperature=0.0, max_tokens=32)
         for cycle in ([0, 1, 2, 3, 4, 0, 2], []):
             states = await engine.llm.collective_rpc("specgate_step_k", kwargs={"on": True, "cycle": cycle,
                                                                                 "reset": True})
@@ -261,4 +265,4 @@ async def test_per_step_k_keeps_greedy_output(engine: Any) -> None:
             if cycle:
                 assert {"0", "1", "2", "3", "4"} <= set(state["applied"]), state
     finally:
-        await engine.llm.collective_rpc("specgate_step_k", kwargs={"on": False, "cycle": []})
+        await engine.llm.collective_rpc("specgate_step_k", kwargs={"on": initial["on"], "cycle": []})
