@@ -7,8 +7,8 @@ draft_model, bf16, 2048 context, requests one at a time):
 - "vllm-native-fixed": only the CPU expand-kernel fix (plugin "kernel-fix"; greedy drafts);
 - "specgate-vllm": the specgate plugin (grammar-masked drafts sampled from the masked q,
   verified with the masked q and p);
-- "specgate-vllm-stepk": the same with per-step draft length (`engine.vllm.step_k`), which is
-  now the default, so "specgate-vllm" has it too; "specgate-vllm-fixedk": vLLM's fixed K.
+- "specgate-vllm-stepk": the same with per-step draft length (`engine.vllm.step_k`, opt-in);
+  "specgate-vllm-fixedk": vLLM's fixed K pinned (what "specgate-vllm" runs by default).
 
     run_vllm_config(config_name, prompts, *, max_tokens, temperature, k, repeats=1) -> list[dict]
 

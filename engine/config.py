@@ -36,8 +36,8 @@ class VllmOptions:
     engine start on CPU instead of 3+ min). `plugin_mode`: what the specgate vLLM plugin
     patches (`engine.vllm.plugin`). `draft_sample`: how vLLM samples drafts. `step_k`: the
     plugin chooses each step's draft length (<= k) for the batch (`engine.vllm.step_k`; env
-    SPECGATE_VLLM_STEP_K in vLLM's processes; on by default, measured to help where drafts are
-    unmasked and neutral where they are masked); off = vLLM's fixed k.
+    SPECGATE_VLLM_STEP_K in vLLM's processes; off by default: measured to help where drafts
+    are unmasked, not on the masked grammar workloads); off = vLLM's fixed k.
     `engine_args`: any further `AsyncEngineArgs` fields, passed through last.
     """
 
@@ -47,7 +47,7 @@ class VllmOptions:
     enforce_eager: bool = True
     plugin_mode: PluginMode = "full"
     draft_sample: DraftSample = "probabilistic"
-    step_k: bool = True
+    step_k: bool = False
     engine_args: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

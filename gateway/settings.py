@@ -64,7 +64,7 @@ class GatewaySettings(BaseSettings):
     vllm_draft_sample: Literal["probabilistic", "greedy"] = Field(
         "probabilistic", description="vLLM: how drafts are sampled")
     vllm_step_k: bool = Field(
-        True, description="vLLM: choose each step's draft length (<= k) for the batch from the measured step "
+        False, description="vLLM: choose each step's draft length (<= k) for the batch from the measured step "
         "costs and acceptance (engine.vllm.step_k); off = vLLM's fixed k")
 
     # HTTP

@@ -47,8 +47,7 @@ fill stays on the host (xgrammar has no device fill): overlapped with each draft
 multi-threaded across rows (`BatchGrammarMatcher`), but where one fill outlasts one draft
 forward (a large batch, a costly grammar state) the device waits for it.
 
-Per-step draft length (`SPECGATE_VLLM_STEP_K=1`, which the engine sets by default;
-`engine.vllm.step_k_runner`): the
+Per-step draft length (opt-in, `SPECGATE_VLLM_STEP_K=1`; `engine.vllm.step_k_runner`): the
 propose wrapper lowers `scheduler_output.num_spec_tokens_to_schedule` for that call to the k
 `engine.vllm.step_k.StepK` picks for the batch (k=0 included), and restores it afterwards;
 the draft sampler wrapper leaves a time mark per draft position for its cost estimate.

@@ -1,8 +1,8 @@
 """Per-step draft length inside vLLM's V1 model runner: the glue between the runner's step and
 `engine.vllm.step_k.StepK` (the choice itself is there, pure).
 
-On with `SPECGATE_VLLM_STEP_K=1` (read in the worker; the engine sets it from
-`VllmOptions.step_k`, on by default; unset or 0: vLLM's configured K every step), or at run time `collective_rpc("specgate_step_k", kwargs={"on": bool})`, which also
+Opt-in: `SPECGATE_VLLM_STEP_K=1` (read in the worker; the engine sets it from
+`VllmOptions.step_k`, off by default; unset or 0: vLLM's configured K every step), or at run time `collective_rpc("specgate_step_k", kwargs={"on": bool})`, which also
 returns the worker's state (`applied`: steps per k applied since the last reset, the current
 cost estimates and the engine-wide acceptance hazards).
 `SPECGATE_VLLM_STEP_K_MIN` (default 0) is the floor. `cycle=[k, ...]` (RPC only, tests) forces
