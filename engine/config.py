@@ -35,7 +35,10 @@ class VllmOptions:
     `kv_cache_gib`: KV-cache size (on CPU this replaces vLLM's "fraction of all RAM" default;
     None = 1 GiB on CPU, vLLM's default elsewhere). `enforce_eager`: no torch.compile (a 40 s
     engine start on CPU instead of 3+ min). `plugin_mode`: what the specgate vLLM plugin
-    patches (`engine.vllm.plugin`). `draft_sample`: how vLLM samples drafts.
+    patches (`engine.vllm.plugin`). `draft_sample`: how vLLM samples drafts. `step_k`: the
+    plugin chooses each step's draft length (<= k) for the batch (`engine.vllm.step_k`; env
+    SPECGATE_VLLM_STEP_K in vLLM's processes; off by default: measured to help where drafts
+    are unmasked, not on the masked grammar workloads); off = vLLM's fixed k.
     `engine_args`: any further `AsyncEngineArgs` fields, passed through last.
     """
 
@@ -45,6 +48,7 @@ class VllmOptions:
     enforce_eager: bool = True
     plugin_mode: PluginMode = "full"
     draft_sample: DraftSample = "probabilistic"
+    step_k: bool = False
     engine_args: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

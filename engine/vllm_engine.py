@@ -11,7 +11,7 @@ plugin as `extra_args["specgate_draft_mask"]`. The vLLM-only options are
 
 Process model: vLLM spawns EngineCore and worker processes; the specgate plugin runs there
 (entry point `vllm.general_plugins`), configured through environment variables set here
-before the engine starts (SPECGATE_VLLM_MODE, SPECGATE_VLLM_DRAFT_MASK; VLLM_USE_V2_MODEL_RUNNER=0
+before the engine starts (SPECGATE_VLLM_MODE, SPECGATE_VLLM_DRAFT_MASK, SPECGATE_VLLM_STEP_K; VLLM_USE_V2_MODEL_RUNNER=0
 so GPU runs the same V1 model runner the plugin patches; VLLM_CPU_OMP_THREADS_BIND defaults to
 all CPUs this process may use; on CPU, tcmalloc and Intel OpenMP are prepended to LD_PRELOAD
 when found, as vLLM's CPU docs require, unless SPECGATE_VLLM_PRELOAD=0). Errors: PromptTooLongError (prompt does not fit),
@@ -101,10 +101,11 @@ def preload_for_vllm(found: dict[str, str | None]) -> list[str]:
             for name, path in found.items()]
 
 
-def _configure_env(*, plugin_mode: str, draft_mask: bool, device: str) -> list[str]:
+def _configure_env(*, plugin_mode: str, draft_mask: bool, device: str, step_k: bool = False) -> list[str]:
     """Environment for vLLM's processes; returns startup-log lines (the CPU preloads found)."""
     os.environ["SPECGATE_VLLM_MODE"] = plugin_mode
     os.environ["SPECGATE_VLLM_DRAFT_MASK"] = "1" if draft_mask else "0"
+    os.environ["SPECGATE_VLLM_STEP_K"] = "1" if step_k else "0"
     os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     notes: list[str] = []
@@ -308,7 +309,8 @@ def build_vllm_engine(config: EngineConfig) -> VllmEngine:
     allow = os.environ.get("VLLM_PLUGINS")
     if opts.plugin_mode != "off" and allow is not None and PLUGIN_ENTRY_POINT not in allow.split(","):
         raise RuntimeError(f"VLLM_PLUGINS={allow!r} excludes {PLUGIN_ENTRY_POINT}")
-    notes = _configure_env(plugin_mode=opts.plugin_mode, draft_mask=config.draft_mask, device=config.device)
+    notes = _configure_env(plugin_mode=opts.plugin_mode, draft_mask=config.draft_mask, device=config.device,
+                           step_k=opts.step_k)
 
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
     from vllm.engine.arg_utils import AsyncEngineArgs

@@ -22,7 +22,7 @@ ENGINE_FIELDS = (
     "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "kernels", "draft_kernels", "device",
     "max_model_len", "grammar_backend", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
     "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization", "vllm_kv_cache_gib", "vllm_enforce_eager",
-    "vllm_plugin_mode", "vllm_draft_sample", "prefix_cache_mib",
+    "vllm_plugin_mode", "vllm_draft_sample", "vllm_step_k", "prefix_cache_mib",
 )
 
 
@@ -69,6 +69,9 @@ class GatewaySettings(BaseSettings):
         "full", description="vLLM: what the specgate plugin patches (full = draft mask + CPU kernel fix)")
     vllm_draft_sample: Literal["probabilistic", "greedy"] = Field(
         "probabilistic", description="vLLM: how drafts are sampled")
+    vllm_step_k: bool = Field(
+        False, description="vLLM: choose each step's draft length (<= k) for the batch from the measured step "
+        "costs and acceptance (engine.vllm.step_k); off = vLLM's fixed k")
 
     # HTTP
     host: str = Field("127.0.0.1", description="bind address")
@@ -145,5 +148,6 @@ class GatewaySettings(BaseSettings):
                 enforce_eager=self.vllm_enforce_eager,
                 plugin_mode=self.vllm_plugin_mode,
                 draft_sample=self.vllm_draft_sample,
+                step_k=self.vllm_step_k,
             ),
         )

@@ -25,7 +25,8 @@ Peers:
   own `contrib.hf.LogitsProcessor` fails under assisted generation). HF runs one processor
   list on the assistant and the target, so its draft is masked as well;
 - `vllm-no-spec` (vLLM without speculation: the baseline of the vLLM rows, `VLLM_BASELINE`),
-  `vllm-native`, `vllm-native-fixed`, `specgate-vllm`: from `benchmarks.vllm_configs`
+  `vllm-native`, `vllm-native-fixed`, `specgate-vllm`, `specgate-vllm-stepk` (per-step draft
+  length, `engine.vllm.step_k`): from `benchmarks.vllm_configs`
   (`run_vllm_config`); rows are marked unavailable when vLLM is not installed.
 
 Knows nothing about workloads or timing.
@@ -66,7 +67,8 @@ TORCH_CONFIGS: dict[str, TorchConfig] = {
     "specgate-llama-draft": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, llama_draft=True),
 }
 HF_CONFIGS = ("hf-assisted",)
-VLLM_CONFIGS = ("vllm-no-spec", "vllm-native", "vllm-native-fixed", "specgate-vllm")
+VLLM_CONFIGS = ("vllm-no-spec", "vllm-native", "vllm-native-fixed", "specgate-vllm", "specgate-vllm-stepk",
+                "specgate-vllm-fixedk")
 CONFIGS = (*TORCH_CONFIGS, *HF_CONFIGS, *VLLM_CONFIGS)
 BASELINE = "no-spec"
 VLLM_BASELINE = "vllm-no-spec"

@@ -47,9 +47,16 @@ fill stays on the host (xgrammar has no device fill): overlapped with each draft
 multi-threaded across rows (`BatchGrammarMatcher`), but where one fill outlasts one draft
 forward (a large batch, a costly grammar state) the device waits for it.
 
+Per-step draft length (opt-in, `SPECGATE_VLLM_STEP_K=1`; `engine.vllm.step_k_runner`): the
+propose wrapper lowers `scheduler_output.num_spec_tokens_to_schedule` for that call to the k
+`engine.vllm.step_k.StepK` picks for the batch (k=0 included), and restores it afterwards;
+the draft sampler wrapper leaves a time mark per draft position for its cost estimate.
+
 Matchers are compiled in the worker with vLLM's own XgrammarBackend from the request's
 `structured_outputs` and `all_stop_token_ids`, so the draft masks are byte-identical to the
-scheduler's target masks. In "full" mode that backend (in every process: target and draft)
+scheduler's target masks. `execute_model` starts compiling a new request's grammar on a
+background thread before the prefill forward (`engine.vllm.grammar_cache.WorkerGrammars`,
+bounded LRU by grammar; `SPECGATE_VLLM_GRAMMAR_PREFETCH=0` compiles on demand instead). In "full" mode that backend (in every process: target and draft)
 is given specgate's TokenizerInfo (`install_text_vocabulary`): non-text vocabulary entries
 and special control tokens are in no mask, as on the torch engine. Only the xgrammar structured-output backend and draft-model /
 EAGLE-style proposers (`SpecDecodeBaseProposer`) are masked; n-gram drafts stay vLLM's
@@ -67,7 +74,9 @@ import os
 import time
 from typing import Any
 
+from engine.vllm import step_k_runner
 from engine.vllm.draft_mask import DraftMasker, MaskRow
+from engine.vllm.grammar_cache import WorkerGrammars
 from engine.vllm.timing import PluginTimes
 
 logger = logging.getLogger("specgate.vllm.plugin")
@@ -123,6 +132,7 @@ def install_draft_masking() -> None:
     SpecDecodeBaseProposer._sample_draft_tokens = _wrap_sample_draft(  # type: ignore[method-assign]
         SpecDecodeBaseProposer._sample_draft_tokens)
     WorkerBase.specgate_plugin_times = _worker_plugin_times  # type: ignore[attr-defined]
+    WorkerBase.specgate_step_k = step_k_runner.worker_step_k  # type: ignore[attr-defined]
     setattr(GPUModelRunner, _PATCHED, True)
 
 
@@ -146,6 +156,9 @@ def _wrap_execute(orig: Any) -> Any:
     @functools.wraps(orig)
     def execute_model(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
+        if getattr(scheduler_output, "scheduled_new_reqs", None):
+            _prefetch_grammars(self, scheduler_output.scheduled_new_reqs)
+            _times(self).add("compile", time.perf_counter() - t0)
         try:
             return orig(self, scheduler_output, *args, **kwargs)
         finally:
@@ -169,6 +182,8 @@ def _wrap_sample_tokens(orig: Any) -> Any:
             propose_s, masked = self._specgate_propose
             if n:
                 _times(self).step(n, masked=masked, execute_s=execute_s, sample_s=sample_s, propose_s=propose_s)
+                step_k_runner.after_step(self, tokens=n, execute_s=execute_s, sample_s=sample_s,
+                                         propose_s=propose_s)
 
     return sample_tokens
 
@@ -232,13 +247,25 @@ def _make_masker(runner: Any) -> DraftMasker | None:
             vocab_size=vocab_size,
         )
 
+        import xgrammar as xgr
+
+        def compile_ctx(key: Any) -> Any:
+            return backend.compile_grammar(*key).ctx  # type: ignore[attr-defined]  # XgrammarGrammar
+
+        def make_matcher(ctx: Any, stop_token_ids: Any) -> Any:  # as XgrammarBackend.compile_grammar does
+            return xgr.GrammarMatcher(ctx, override_stop_tokens=list(stop_token_ids) if stop_token_ids else None,
+                                      max_rollback_tokens=backend.num_speculative_tokens)
+
+        grammars = WorkerGrammars(compile_ctx=compile_ctx, make_matcher=make_matcher,
+                                  background=_env_flag("SPECGATE_VLLM_GRAMMAR_PREFETCH", True))
+
         def compile_fn(sampling_params: Any) -> Any:
             key = get_structured_output_key(sampling_params.structured_outputs)
-            grammar = backend.compile_grammar(*key, stop_token_ids=sampling_params.all_stop_token_ids)
-            return grammar.matcher  # type: ignore[attr-defined]  # XgrammarGrammar
+            return grammars.matcher(key, sampling_params.all_stop_token_ids)
 
         masker = DraftMasker(compile_fn=compile_fn, vocab_size=vocab_size,
                              debug=_env_flag("SPECGATE_VLLM_DEBUG", False), times=_times(runner))
+        runner._specgate_grammars = grammars
     except Exception:  # noqa: BLE001 - never take the engine down: log and keep vLLM's path
         logger.exception("specgate: draft masking unavailable in this worker")
         runner._specgate_no_masker = True
@@ -246,6 +273,28 @@ def _make_masker(runner: Any) -> DraftMasker | None:
     runner._specgate_masker = masker
     runner._specgate_default_on = _env_flag("SPECGATE_VLLM_DRAFT_MASK", True)
     return masker
+
+
+def _prefetch_grammars(runner: Any, new_reqs: Any) -> None:
+    """Start compiling the draft matchers' grammars of this step's new requests in the
+    background (`WorkerGrammars.prefetch`), so they compile during the prefill forward."""
+    drafter = getattr(runner, "drafter", None)
+    if drafter is None or not hasattr(drafter, "_sample_from_logits"):
+        return
+    try:
+        params = [getattr(r, "sampling_params", None) for r in new_reqs]
+        if not any(p is not None and _grammar_key(p) is not None for p in params):
+            return
+        if _make_masker(runner) is None:
+            return
+        from vllm.v1.structured_output.request import get_structured_output_key
+
+        grammars: WorkerGrammars = runner._specgate_grammars
+        for p in params:
+            if p is not None and _grammar_key(p) is not None and _draft_mask_on(p, runner._specgate_default_on):
+                grammars.prefetch(get_structured_output_key(p.structured_outputs))
+    except Exception:  # noqa: BLE001 - a prefetch is an optimisation: the masker compiles on demand
+        logger.exception("specgate: grammar prefetch failed")
 
 
 def _grammar_key(sampling_params: Any) -> Any:
@@ -309,47 +358,61 @@ def _wrap_propose(orig: Any) -> Any:
                                 *args: Any, **kwargs: Any) -> Any:
         t_start = time.perf_counter()
         drafter: Any = getattr(self, "drafter", None)
-        masker = _make_masker(self) if drafter is not None and hasattr(drafter, "_sample_from_logits") else None
-        if masker is None:
-            drafts = orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
-            self._specgate_propose = (time.perf_counter() - t_start, False)
-            return drafts
-        times = masker.times
-        t0 = time.perf_counter()
-        finished = getattr(scheduler_output, "finished_req_ids", None)
-        if finished:
-            masker.drop(finished)
-        _note_preempted(getattr(scheduler_output, "preempted_req_ids", None) or ())
-        rows = _rows_for(self, self._specgate_default_on)
-        t1 = time.perf_counter()
-        times.add("rows", t1 - t0)
-        times.add("wrap", t0 - t_start)
-        masker.begin(rows, sampled=_sampled_tensor(sampled_token_ids))
-        steps_before = masker.stats.steps
-        drafter._specgate_masker = masker
-        drafter._last_draft_probs = None  # never reuse a previous step's q
+        model_drafter = drafter is not None and hasattr(drafter, "_sample_from_logits")
+        restore = step_k_runner.before_propose(self, scheduler_output, sampled_token_ids) if model_drafter else None
+        if model_drafter:
+            _times(self).add("step_k", time.perf_counter() - t_start)
         try:
-            drafts = orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
-            if masker.debug and _env_flag("SPECGATE_VLLM_TRACE", False):
-                logger.warning("specgate trace: drafts=%s masker=%s", drafts.tolist(), masker.stats)
+            return _propose(self, orig, drafter, model_drafter, time.perf_counter(), scheduler_output,
+                            sampled_token_ids, *args, **kwargs)
         finally:
-            masker.end()
-            drafter._specgate_masker = None
-        masked = masker.stats.steps > steps_before
-        t2 = time.perf_counter()
-        if masker.live_request_ids:
-            live = self.requests
-            gone = [rid for rid in masker.live_request_ids if rid not in live]
-            if gone:
-                masker.drop(gone)
-        if masker.debug and hasattr(drafts, "min") and drafts.numel():
-            assert int(drafts.min()) >= 0, "a -1 placeholder left the drafter"
-        t_end = time.perf_counter()
-        times.add("wrap", t_end - t2)
-        self._specgate_propose = (t_end - t_start, masked)
-        return drafts
+            if model_drafter:
+                step_k_runner.after_propose(self, scheduler_output, restore)
 
     return propose_draft_token_ids
+
+
+def _propose(self: Any, orig: Any, drafter: Any, model_drafter: bool, t_start: float, scheduler_output: Any,
+             sampled_token_ids: Any, *args: Any, **kwargs: Any) -> Any:
+    masker = _make_masker(self) if model_drafter else None
+    if masker is None:
+        drafts = orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
+        self._specgate_propose = (time.perf_counter() - t_start, False)
+        return drafts
+    times = masker.times
+    t0 = time.perf_counter()
+    finished = getattr(scheduler_output, "finished_req_ids", None)
+    if finished:
+        masker.drop(finished)
+    _note_preempted(getattr(scheduler_output, "preempted_req_ids", None) or ())
+    rows = _rows_for(self, self._specgate_default_on)
+    t1 = time.perf_counter()
+    times.add("rows", t1 - t0)
+    times.add("wrap", t0 - t_start)
+    masker.begin(rows, sampled=_sampled_tensor(sampled_token_ids))
+    steps_before = masker.stats.steps
+    drafter._specgate_masker = masker
+    drafter._last_draft_probs = None  # never reuse a previous step's q
+    try:
+        drafts = orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
+        if masker.debug and _env_flag("SPECGATE_VLLM_TRACE", False):
+            logger.warning("specgate trace: drafts=%s masker=%s", drafts.tolist(), masker.stats)
+    finally:
+        masker.end()
+        drafter._specgate_masker = None
+    masked = masker.stats.steps > steps_before
+    t2 = time.perf_counter()
+    if masker.live_request_ids:
+        live = self.requests
+        gone = [rid for rid in masker.live_request_ids if rid not in live]
+        if gone:
+            masker.drop(gone)
+    if masker.debug and hasattr(drafts, "min") and drafts.numel():
+        assert int(drafts.min()) >= 0, "a -1 placeholder left the drafter"
+    t_end = time.perf_counter()
+    times.add("wrap", t_end - t2)
+    self._specgate_propose = (t_end - t_start, masked)
+    return drafts
 
 
 # ---- proposer side ------------------------------------------------------------------------
@@ -360,7 +423,9 @@ def _wrap_sample_draft(orig: Any) -> Any:
     def _sample_draft_tokens(self: Any, hidden_states: Any, sampling_metadata: Any) -> Any:
         masker: DraftMasker | None = getattr(self, "_specgate_masker", None)
         if masker is None or not masker.any_active or getattr(self, "use_heterogeneous_vocab", False):
-            return orig(self, hidden_states, sampling_metadata)
+            out = orig(self, hidden_states, sampling_metadata)
+            step_k_runner.mark_draft(self)
+            return out
         if masker.debug:
             ids = getattr(self, "input_ids", None)
             n = hidden_states.shape[0]
@@ -375,6 +440,7 @@ def _wrap_sample_draft(orig: Any) -> Any:
         draft_token_ids, draft_probs = self._sample_from_logits(logits, sampling_metadata)
         masker.advance(draft_token_ids)
         masker.times.add("cast", t1 - t0)
+        step_k_runner.mark_draft(self)
         return draft_token_ids, draft_probs
 
     return _sample_draft_tokens

@@ -12,7 +12,8 @@ Filled by the plugin (`engine.vllm.plugin`) in the worker process, read back thr
   rows (reading the input batch), compile (a new request's matcher), sync (matchers advanced
   by the accepted tokens), fill (bitmask fill), apply (mask onto the logits, dead-end check),
   advance (matchers through the drafts), rollback, cast (the fp32 copy of the draft logits
-  the plugin masks), wrap (the rest of the wrappers).
+  the plugin masks), wrap (the rest of the wrappers), step_k (per-step draft length:
+  observing and choosing, `engine.vllm.step_k_runner`).
 - `share` = plugin seconds / step seconds over the steps timed.
 
 Invariants: every figure is a sum of `time.perf_counter()` differences taken in the worker;
@@ -24,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-PHASES = ("rows", "compile", "sync", "fill", "apply", "advance", "rollback", "cast", "wrap")
+PHASES = ("rows", "compile", "sync", "fill", "apply", "advance", "rollback", "cast", "wrap", "step_k")
 
 
 @dataclass

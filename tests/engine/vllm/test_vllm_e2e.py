@@ -235,3 +235,33 @@ async def test_plugin_times_cover_the_masked_steps(engine: Any) -> None:
     assert all(times["phase_s"][p] > 0 for p in ("sync", "fill", "apply", "advance", "rollback"))
     assert 0 < times["share"] < 0.15
     assert sum(b["steps"] for key, b in times["by_tokens"].items() if key.endswith("m")) == times["masked_steps"]
+
+
+async def test_per_step_k_keeps_greedy_output(engine: Any) -> None:
+    """Per-step draft length (`engine.vllm.step_k_runner`; opt-in, switched by RPC in the
+    worker): forced k = 0..K in turn, then chosen by the cost model, the greedy output equals
+    vLLM's fixed K (per-step K off) on the same engine, JSON schema and plain text, with debug
+    asserts on."""
+    grammar = _schema_grammar(engine)
+    cases = [("sk-json", PROMPTS[1], grammar), ("sk-text", "Count from one to twenty in words.", None)]
+    initial = (await engine.llm.collective_rpc("specgate_step_k", kwargs={}))[0]
+    await engine.llm.collective_rpc("specgate_step_k", kwargs={"on": False})
+    base = {}
+    try:
+        for rid, text, g in cases:
+            base[rid], _, _ = await _run(engine, f"{rid}-off", text, grammar=g, temperature=0.0, max_tokens=32)
+        for cycle in ([0, 1, 2, 3, 4, 0, 2], []):
+            states = await engine.llm.collective_rpc("specgate_step_k", kwargs={"on": True, "cycle": cycle,
+                                                                                "reset": True})
+            assert states and states[0]["on"]
+            for rid, text, g in cases:
+                ids, _, stats = await _run(engine, f"{rid}-{len(cycle)}", text, grammar=g, temperature=0.0,
+                                           max_tokens=32)
+                assert ids == base[rid], f"{rid}: greedy output differs with per-step K (cycle {cycle})"
+                assert stats.steps > 0
+            state = (await engine.llm.collective_rpc("specgate_step_k", kwargs={"reset": True}))[0]
+            print(f"per-step K state (cycle {cycle}): {state}")
+            if cycle:
+                assert {"0", "1", "2", "3", "4"} <= set(state["applied"]), state
+    finally:
+        await engine.llm.collective_rpc("specgate_step_k", kwargs={"on": initial["on"], "cycle": []})
