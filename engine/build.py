@@ -48,13 +48,11 @@ def build_torch_engine(config: EngineConfig) -> Engine:
     from engine import cost_model
     from engine.decoder import SpecDecoder
     from engine.hardware import choose_dtype
-    from engine.kernels import choose_kernels
+    from engine.kernels import choose_draft_kernels, choose_kernels
     from engine.torch_engine import TorchEngine
     from grammars import GrammarCompiler
 
-    same_kernels = [config.draft_model] if config.drafter == "model" and config.draft_model and (
-        config.draft_kernels == "auto") else []  # a draft on the target's kernels needs them too
-    kernels, kernels_reason = choose_kernels(config.kernels, device=config.device, models=[config.model, *same_kernels])
+    kernels, kernels_reason = choose_kernels(config.kernels, device=config.device, models=[config.model])
     torch_dtype, torch_dtype_reason = choose_dtype(config.dtype, device=config.device)
     if kernels == "llama-cpp":
         dtype, dtype_reason = "gguf", "the GGUF's own quantization (Q4_K_M for the registered models)"
@@ -74,12 +72,8 @@ def build_torch_engine(config: EngineConfig) -> Engine:
     notes = [f"kernels {kernels} ({kernels_reason})", f"dtype {dtype} ({dtype_reason})"]
     if config.drafter == "model":
         assert config.draft_model is not None
-        if config.draft_kernels == "auto":
-            draft_kernels = kernels
-        else:
-            draft_kernels = choose_kernels(config.draft_kernels, device=config.device, models=[config.draft_model])[0]
-        if draft_kernels != kernels:
-            notes.append(f"draft kernels {draft_kernels} (set explicitly)")
+        draft_kernels, why = choose_draft_kernels(config.draft_kernels, device=config.device, draft=config.draft_model)
+        notes.append(f"draft kernels {draft_kernels} ({why})")
         draft, draft_tokenizer = load(config.draft_model, draft_kernels)
         loader.check_compat(tokenizer, draft_tokenizer)
     costs = None

@@ -87,8 +87,9 @@ class EngineConfig:
     the same models' Q4_K_M GGUF weights on llama.cpp's CPU kernels (`engine.llama_cpp_model`;
     `dtype` unused); "auto" picks llama-cpp where the CPU has no native bf16
     (`engine.kernels.choose_kernels`). `draft_kernels` the same for the draft model ("auto":
-    the target's choice); a draft on other kernels than the target keeps the output law exact
-    (q may be any distribution), it only changes acceptance and cost.
+    llama-cpp wherever it can run the draft, `engine.kernels.choose_draft_kernels`); a draft on
+    other kernels than the target keeps the output law exact (q may be any distribution), it
+    only changes acceptance and cost.
     `prefix_cache_mib`: bound of the automatic prefix cache (`engine.prefix_cache`: the
     keys/values of recent prompts of the target and the draft, reused by later requests that
     start with the same tokens; LRU beyond the bound); 0 = off. Torch backend only (vLLM has

@@ -149,7 +149,7 @@ class SpecDecoder:
 
     def _restore_draft(self, seq: SequenceState) -> None:
         """Seed a still-empty draft cache from the prefix cache (prompt positions only)."""
-        if self.prefix_cache is None or seq.draft_kv is None or len(seq.draft_kv):
+        if self.prefix_cache is None or seq.draft_kv is None or len(seq.draft_kv) or not seq.draft_kv.shareable:
             return
         version = self.prefix_cache.version("draft")
         if version != seq.draft_lookup_version:  # nothing new stored since the last miss: no lookup

@@ -78,18 +78,32 @@ def common_prefix_length(cached: Sequence[int], wanted: Sequence[int]) -> int:
     return common
 
 
-def pending_for_logits(cache: ModelCache, tokens: Sequence[int]) -> list[int]:
-    """Sync `cache` to `tokens` (non-empty) and return what to feed so that the next `extend`
-    yields the logits after `tokens[-1]`: the uncached tail, or, when everything is cached
-    already, the last token again (its position is cropped and re-fed)."""
-    pending = cache.sync_to(tokens)
-    if not pending:
-        cache.crop(len(cache.tokens) - 1)
-        pending = [tokens[-1]]
-    return pending
+class PrefixSync:
+    """`sync_to` and `pending_for_logits` for any cache with `tokens` and an exact `crop`."""
+
+    tokens: list[int]
+
+    def crop(self, length: int) -> None:
+        raise NotImplementedError
+
+    def sync_to(self, tokens: Sequence[int]) -> list[int]:
+        """Crop to the longest common prefix with `tokens`; return the tokens still to feed."""
+        common = common_prefix_length(self.tokens, tokens)
+        self.crop(common)
+        return list(tokens[common:])
+
+    def pending_for_logits(self, tokens: Sequence[int]) -> list[int]:
+        """Sync to `tokens` (non-empty) and return what to feed so that the next `extend`
+        yields the logits after `tokens[-1]`: the uncached tail, or, when everything is cached
+        already, the last token again (its position is cropped and re-fed)."""
+        pending = self.sync_to(tokens)
+        if not pending:
+            self.crop(len(self.tokens) - 1)
+            pending = [tokens[-1]]
+        return pending
 
 
-class KVCache:
+class KVCache(PrefixSync):
     """Per-sequence cache of one causal LM; `extend` feeds tokens and returns their logits."""
 
     def __init__(self, model: torch.nn.Module, *, device: torch.device | str = "cpu") -> None:
@@ -142,15 +156,6 @@ class KVCache:
             return
         self.cache.crop(-remove)
         del self.tokens[length:]
-
-    def sync_to(self, tokens: Sequence[int]) -> list[int]:
-        """Crop to the longest common prefix with `tokens`; return the tokens still to feed."""
-        common = common_prefix_length(self.tokens, tokens)
-        self.crop(common)
-        return list(tokens[common:])
-
-    def pending_for_logits(self, tokens: Sequence[int]) -> list[int]:
-        return pending_for_logits(self, tokens)
 
     @property
     def shareable(self) -> bool:

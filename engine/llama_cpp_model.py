@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.kv_cache import PrefixSync, common_prefix_length
+
 # x86 builds are made for x86-64-v3 (scripts/bootstrap.sh): loading them elsewhere would die
 # on an illegal instruction, so the flags are checked before `llama_cpp` is imported.
 REQUIRED_X86_FLAGS = ("avx2", "fma", "f16c")
@@ -146,8 +148,6 @@ class LlamaCppModel:
     def _acquire(self, prefix: Sequence[int], pool: Hashable) -> tuple[Any, list[int]]:
         """A context and the tokens it holds: the pooled one with the longest common prefix with
         `prefix` (cropped to it), else the oldest pooled one cleared, else a new one."""
-        from engine.kv_cache import common_prefix_length
-
         with self._lock:
             pooled = self._pools.get(pool)
             if pooled:
@@ -192,7 +192,7 @@ def _free_model(model: Any, pools: dict[Hashable, list[tuple[Any, list[int]]]]) 
     llama.llama_model_free(model)
 
 
-class LlamaCppCache:
+class LlamaCppCache(PrefixSync):
     """One sequence's llama.cpp context; see the module docstring for the contract."""
 
     shareable = False
@@ -271,18 +271,6 @@ class LlamaCppCache:
         if not llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), 0, length, -1):
             self.reset()
             raise RuntimeError(f"llama.cpp could not drop positions >= {length}")
-
-    def sync_to(self, tokens: Sequence[int]) -> list[int]:
-        from engine.kv_cache import common_prefix_length
-
-        common = common_prefix_length(self.tokens, tokens)
-        self.crop(common)
-        return list(tokens[common:])
-
-    def pending_for_logits(self, tokens: Sequence[int]) -> list[int]:
-        from engine.kv_cache import pending_for_logits
-
-        return pending_for_logits(self, tokens)
 
     def reset(self) -> None:
         llama = _llama()

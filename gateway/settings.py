@@ -47,8 +47,8 @@ class GatewaySettings(BaseSettings):
         "auto", description="CPU kernels of the torch engine: llama-cpp (the models' Q4_K_M GGUF weights on "
         "llama.cpp's kernels), torch (transformers in --dtype), auto (llama-cpp where the CPU has no native bf16)")
     draft_kernels: Literal["auto", "torch", "llama-cpp"] = Field(
-        "auto", description="CPU kernels of the draft model (auto: the target's); the output law does not "
-        "depend on the draft's kernels")
+        "auto", description="CPU kernels of the draft model (auto: llama-cpp wherever it can run the draft: "
+        "one-token draft forwards are fastest there); the output law does not depend on the draft's kernels")
     device: str = Field("cpu", description="torch device")
     max_model_len: int = Field(4096, description="prompt + output tokens per request")
     grammar_backend: Literal["auto", "xgrammar", "llguidance", "outlines"] = Field(

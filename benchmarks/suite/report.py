@@ -146,7 +146,8 @@ def _costs_header(document: dict[str, Any]) -> list[str]:
     machine = document.get("machine", {})
     costs = machine.get("forward_costs")
     lines = [f"CPU: {machine.get('cpu', '?')}, flags {' '.join(machine.get('cpu_flags', []))}; "
-             f"kernels {machine.get('kernels', 'torch')}, dtype {machine.get('dtype', '?')}.", ""]
+             f"kernels {machine.get('kernels', 'torch')} (draft: {machine.get('draft_kernels', 'same')}), "
+             f"dtype {machine.get('dtype', '?')}.", ""]
     if costs:
         from engine.cost_model import ForwardCosts
 

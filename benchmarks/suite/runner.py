@@ -43,6 +43,7 @@ class BenchSettings:
     draft: str = "qwen2.5-coder-0.5b"
     dtype: str = "auto"  # as `specgate serve`: engine.hardware.choose_dtype
     kernels: str = "auto"  # as `specgate serve`: engine.kernels.choose_kernels
+    draft_kernels: str = "auto"  # as `specgate serve`: engine.kernels.choose_draft_kernels
     onednn: bool = True  # False: torch's oneDNN off (with the AVX2 caps in the env: an AVX2-only CPU's torch path)
     workloads: tuple[str, ...] = ("json", "tools", "sql", "chat")
     configs: tuple[str, ...] = tuple(c for c in CONFIGS if c not in ("forced-only", "specgate-fixed-k"))
@@ -118,7 +119,7 @@ class Bench:
         from benchmarks.suite.torch_runner import TorchRunner
         from engine import cost_model, loader
         from engine.hardware import choose_dtype, cpu_info
-        from engine.kernels import choose_kernels, why_not_llama_cpp
+        from engine.kernels import choose_draft_kernels, choose_kernels, why_not_llama_cpp
 
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)
@@ -131,20 +132,21 @@ class Bench:
             c in HF_CONFIGS for c in settings.configs)
         models = [settings.target] + ([settings.draft] if needs_draft else [])
         self.kernels, kernels_why = choose_kernels(settings.kernels, device="cpu", models=models)
-        if self.kernels == "llama-cpp":
-            threads = settings.num_threads or cpu_info().cores
-            self.dtype, why = "gguf", "the GGUF's own quantization"
+        torch_dtype, torch_why = choose_dtype(settings.dtype)
+        self.dtype, why = ("gguf", "the GGUF's own quantization") if self.kernels == "llama-cpp" else (torch_dtype, torch_why)
+        threads = settings.num_threads or cpu_info().cores
 
-            def load(name: str) -> tuple[Any, Any]:
-                return loader.load_gguf(name, n_threads=threads, n_ctx=4096)
-        else:
-            self.dtype, why = choose_dtype(settings.dtype)
+        def load(name: str, on: str) -> tuple[Any, Any]:
+            if on == "llama-cpp":
+                return loader.load_gguf(name, n_threads=threads, n_ctx=4096)  # type: ignore[no-any-return]
+            return loader.load(name, dtype=torch_dtype, device="cpu")
 
-            def load(name: str) -> tuple[Any, Any]:
-                return loader.load(name, dtype=self.dtype, device="cpu")
-        log(f"machine: {cpu_info().describe()}; kernels {self.kernels} ({kernels_why}); dtype {self.dtype} ({why})")
-        target, tokenizer = load(settings.target)
-        draft = load(settings.draft)[0] if needs_draft else None
+        self.draft_kernels, draft_why = (choose_draft_kernels(settings.draft_kernels, device="cpu", draft=settings.draft)
+                                         if needs_draft else ("-", "no draft"))
+        log(f"machine: {cpu_info().describe()}; kernels {self.kernels} ({kernels_why}); dtype {self.dtype} ({why}); "
+            f"draft kernels {self.draft_kernels} ({draft_why})")
+        target, tokenizer = load(settings.target, self.kernels)
+        draft = load(settings.draft, self.draft_kernels)[0] if needs_draft else None
         log(f"loaded {settings.target} + {settings.draft if draft is not None else 'no draft'} "
             f"in {time.perf_counter() - start:.1f}s")
         self.runner = TorchRunner(target_model=target, draft_model=draft, tokenizer=tokenizer)
@@ -185,7 +187,8 @@ class Bench:
         from benchmarks.suite.hf_runner import run_hf_assisted
 
         if config in HF_CONFIGS:
-            return run_hf_assisted(self.bf16_runner(with_draft=True) if self.kernels != "torch" else self.runner,
+            transformers_pair = self.kernels == "torch" and self.draft_kernels == "torch"
+            return run_hf_assisted(self.runner if transformers_pair else self.bf16_runner(with_draft=True),
                                    workload, case, k=k, temperature=temperature,
                                    max_tokens=max_tokens, seed=seed)
         if TORCH_CONFIGS[config].bf16_reference:
@@ -200,7 +203,7 @@ class Bench:
         from benchmarks.suite.torch_runner import TorchRunner
         from engine import loader
 
-        if self.kernels == "torch" and self.dtype == "bfloat16":
+        if self.kernels == "torch" and self.dtype == "bfloat16" and (not with_draft or self.draft_kernels == "torch"):
             return self.runner
         if self._bf16_runner is None or (with_draft and self._bf16_runner.draft_model is None):
             target, tokenizer = loader.load(self.settings.target, dtype="bfloat16", device="cpu")
@@ -300,7 +303,8 @@ def run_bench(settings: BenchSettings, *, log: Log = print) -> dict[str, Any]:
     document: dict[str, Any] = {
         "results": metrics.aggregate(main_records),
         "sweeps": {"k": metrics.aggregate(k_records), "temperature": metrics.aggregate(t_records)},
-        "machine": {**report.machine_info(), "dtype": bench.dtype, "kernels": bench.kernels, "forward_costs": bench.costs.as_dict()},
+        "machine": {**report.machine_info(), "dtype": bench.dtype, "kernels": bench.kernels,
+                    "draft_kernels": bench.draft_kernels, "forward_costs": bench.costs.as_dict()},
         "settings": asdict(s),
         "unavailable": unavailable,
         "requests": [r.as_dict() for r in main_records + k_records + t_records],

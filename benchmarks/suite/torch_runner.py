@@ -19,15 +19,7 @@ from benchmarks.suite.configs import TORCH_CONFIGS
 from benchmarks.suite.records import EARLY_TOKENS, RequestRecord, describe_error
 from benchmarks.suite.validity import is_valid
 from benchmarks.suite.workloads import Case, Workload
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+from engine.kv_cache import common_prefix_length
 
 
 class TorchRunner:
@@ -149,7 +141,7 @@ class TorchRunner:
                     before_tokens = len(seq.output_ids)
                     before = (stats.time_total_s, stats.time_draft_s, stats.draft_strays, stats.steps)
                     drafted, forwards = stats.draft_tokens, stats.draft_forwards
-                    synced = _common_prefix(seq.draft_kv.tokens, seq.tokens) if seq.draft_kv is not None else 0
+                    synced = common_prefix_length(seq.draft_kv.tokens, seq.tokens) if seq.draft_kv is not None else 0
                     decoder.step(seq)
                     if record.ttft_s is None and seq.output_ids:
                         record.ttft_s = time.perf_counter() - start

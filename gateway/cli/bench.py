@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     for name, key in (("out", "out"), ("md", "md_out"), ("cases", "num_cases"), ("max_tokens", "max_tokens"),
                       ("k", "k"), ("temperature", "temperature"), ("target", "target"), ("draft", "draft"),
-                      ("dtype", "dtype"), ("kernels", "kernels"), ("onednn", "onednn"), ("data_dir", "data_dir"), ("threads", "num_threads"),
+                      ("dtype", "dtype"), ("kernels", "kernels"), ("draft_kernels", "draft_kernels"), ("onednn", "onednn"), ("data_dir", "data_dir"), ("threads", "num_threads"),
                       ("sweep_cases", "sweep_cases"), ("seed", "seed"), ("vllm_cases", "vllm_cases"),
                       ("vllm_repeats", "vllm_repeats")):
         value = getattr(args, name)
@@ -79,6 +79,8 @@ def register(subparsers: Any) -> None:
                    help="model dtype (default auto, as serve: bf16 where the CPU has native bf16)")
     p.add_argument("--kernels", choices=["auto", "torch", "llama-cpp"], default=None,
                    help="CPU kernels (default auto, as serve: llama.cpp on the GGUFs where the CPU has no native bf16)")
+    p.add_argument("--draft-kernels", choices=["auto", "torch", "llama-cpp"], default=None,
+                   help="the draft model's CPU kernels (default auto, as serve: llama.cpp wherever it can run the draft)")
     p.add_argument("--no-onednn", dest="onednn", action="store_false", default=None,
                    help="turn torch's oneDNN off: with ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 "
                         "ONEDNN_MAX_CPU_ISA=AVX2 in the environment, the torch path of an AVX2-only CPU")
