@@ -205,3 +205,48 @@ def test_greedy_speculative_equals_greedy_plain_on_llama_cpp_kernels_up_to_near_
             divergences.append((i, j, at, round(gap, 3)))
     assert verified > 0  # the fixed-K decoder did verify drafts
     assert all(abs(gap) < NEAR_TIE for *_, gap in divergences), divergences
+
+
+@pytest.mark.slow
+def test_torch_target_with_llama_cpp_draft_is_exact_token_for_token(require_models: Any) -> None:
+    """The default on a native-bf16 CPU: target on torch, draft on llama.cpp. The draft's q
+    comes from other kernels and weights' numerics, which may change acceptance but never the
+    output: greedy speculative output equals greedy plain output token for token (float32
+    target, whose one- and multi-token forwards agree), with fixed K and with adaptive K."""
+    from engine import EngineConfig, loader
+    from engine.cost_model import load_or_measure
+    from engine.decoder import SpecDecoder
+    from engine.types import GenerationRequest, SamplingOptions
+    from grammars import GrammarCompiler, spec_from_request
+
+    require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+    target, tok = loader.load("qwen2.5-coder-1.5b", dtype="float32", device="cpu")
+    draft, _ = loader.load_gguf("qwen2.5-coder-0.5b", n_threads=2, n_ctx=1024)
+    names = {"model": "qwen2.5-coder-1.5b", "draft_model": "qwen2.5-coder-0.5b", "dtype": "float32",
+             "kernels": "torch", "draft_kernels": "llama-cpp"}
+    plain = SpecDecoder(target_model=target, tokenizer=tok, config=EngineConfig(**names, drafter="none", k=0))
+    fixed = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tok,
+                        config=EngineConfig(**names, drafter="model", k=4, adaptive_k=False))
+    costs = load_or_measure(target, draft, k_max=4, target_name=names["model"], draft_name=names["draft_model"])
+    adaptive = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tok,
+                           config=EngineConfig(**names, drafter="model", k=4, adaptive_k=True), costs=costs)
+    compiler = GrammarCompiler(tok, vocab_size=plain.logits_width, stop_token_ids=sorted(plain.stop_token_ids))
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                               "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+              "required": ["name", "age", "tags"]}
+    body = {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+    grammar = compiler.compile(spec_from_request(body))
+    accepted, mismatches = 0, []
+    for i, prompt in enumerate(["Describe Ann, 31, a Python developer.", "Describe Bo, 45, a chef."]):
+        messages = [{"role": "user", "content": f"{prompt} Answer in JSON matching {json.dumps(schema)}"}]
+        ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        ids = list(ids if isinstance(ids, list) else ids["input_ids"])
+        sampling = SamplingOptions(temperature=0.0, max_tokens=40)
+        a = plain.generate(GenerationRequest(f"p{i}", ids, sampling, grammar=grammar))
+        for j, spec in enumerate((fixed, adaptive)):
+            b = spec.generate(GenerationRequest(f"s{i}{j}", ids, sampling, grammar=grammar))
+            accepted += b.stats.accepted_tokens
+            if a.output_ids != b.output_ids:
+                mismatches.append((i, j, a.output_ids, b.output_ids))
+    assert not mismatches, mismatches
+    assert accepted > 0  # llama.cpp's drafts were accepted
