@@ -146,8 +146,8 @@ class LlamaCppModel:
                     pooled[index] = (ctx, [])
 
     def _acquire(self, prefix: Sequence[int], pool: Hashable) -> tuple[Any, list[int]]:
-        """A context and the tokens it holds: the pooled one with the longest common prefix with
-        `prefix` (cropped to it), else the oldest pooled one cleared, else a new one."""
+        """A context and the tokens it holds: the pooled one of `pool` with the longest common
+        prefix with `prefix` (the newest on ties), cropped to it; a new one when the pool is empty."""
         with self._lock:
             pooled = self._pools.get(pool)
             if pooled:
