@@ -5,12 +5,12 @@ llama.cpp (`engine.llama_cpp_model`).
 reason with it, so the gateway can log it. The rule, measured (README "llama.cpp kernels",
 `python -m benchmarks.forward_cost --options llama-cpp,bf16,bf16-avx2,fp32-avx2`): llama.cpp
 on the registered models' Q4_K_M GGUFs decodes several times faster than torch in any dtype
-(one token: 66 ms against 316 ms bf16 here), but its multi-token forwards cost about one
-decode per token (its quantized dot products are compute-bound on a CPU), so prefill and
-speculative verify gain nothing from batching. Torch's bf16 multi-token forwards are cheap
-only where the CPU multiplies bf16 natively (`engine.hardware`): there a 256-token prefill
-takes 3.5 s against llama.cpp's 18.9 s and a 9-token verify ~1.3 decodes, which is what
-makes speculation pay. So "auto" picks llama-cpp where the CPU has no native bf16 (torch
+(one token, one thread, loaded machine: 79-133 ms against 607 ms bf16), but its multi-token
+forwards cost about one decode per token (a 9-token forward: 10.7-12.9 decodes; its quantized
+dot products are compute-bound on a CPU), so prefill and speculative verify gain nothing from
+batching. Torch's bf16 multi-token forwards are cheap only where the CPU multiplies bf16
+natively (`engine.hardware`): there a 9-token verify costs ~1.1-1.3 decodes and a 256-token
+prefill a fraction of llama.cpp's, which is what makes speculation pay. So "auto" picks llama-cpp where the CPU has no native bf16 (torch
 would run bf16 at n decodes per n tokens, or float32 at twice the bytes) and torch where it
 has (cheap prefill and verify, the speculative path), provided llama.cpp can run at all: CPU
 device, llama-cpp-python built, the CPU has what the build needs, and every model has a GGUF
