@@ -57,20 +57,28 @@ def why_not_llama_cpp(*, device: str, models: list[str]) -> str:
     return f"no GGUF for {', '.join(missing)}" if missing else ""
 
 
-def choose_kernels(requested: str, *, device: str, models: list[str],
-                   info: CpuInfo | None = None) -> tuple[str, str]:
-    """("torch" | "llama-cpp", why) for `requested` ("auto", "torch" or "llama-cpp")."""
-    from engine.hardware import cpu_info
-
+def _resolve(requested: str, *, device: str, models: list[str], what: str) -> tuple[str, str] | None:
+    """The choice where `requested` settles it (explicit, or llama.cpp cannot run); None: auto's rule decides."""
     if requested == "torch":
         return "torch", "set explicitly"
     why_not = why_not_llama_cpp(device=device, models=models)
     if requested == "llama-cpp":
         if why_not:
-            raise ValueError(f"kernels 'llama-cpp' cannot run here: {why_not}")
+            raise ValueError(f"{what} 'llama-cpp' cannot run here: {why_not}")
         return "llama-cpp", "set explicitly"
     if why_not:
         return "torch", f"llama.cpp not usable: {why_not}"
+    return None
+
+
+def choose_kernels(requested: str, *, device: str, models: list[str],
+                   info: CpuInfo | None = None) -> tuple[str, str]:
+    """("torch" | "llama-cpp", why) for `requested` ("auto", "torch" or "llama-cpp")."""
+    from engine.hardware import cpu_info
+
+    settled = _resolve(requested, device=device, models=models, what="kernels")
+    if settled is not None:
+        return settled
     info = info if info is not None else cpu_info()
     if info.native_bf16:
         return "torch", ("CPU has native bf16: torch's bf16 prefill and verify are cheap, so speculation pays "
@@ -81,13 +89,7 @@ def choose_kernels(requested: str, *, device: str, models: list[str],
 
 def choose_draft_kernels(requested: str, *, device: str, draft: str) -> tuple[str, str]:
     """("torch" | "llama-cpp", why) for the draft model (`requested`: "auto", "torch" or "llama-cpp")."""
-    if requested == "torch":
-        return "torch", "set explicitly"
-    why_not = why_not_llama_cpp(device=device, models=[draft])
-    if requested == "llama-cpp":
-        if why_not:
-            raise ValueError(f"draft kernels 'llama-cpp' cannot run here: {why_not}")
-        return "llama-cpp", "set explicitly"
-    if why_not:
-        return "torch", f"llama.cpp not usable: {why_not}"
+    settled = _resolve(requested, device=device, models=[draft], what="draft kernels")
+    if settled is not None:
+        return settled
     return "llama-cpp", "one-token draft forwards are fastest on llama.cpp; the output law does not depend on q"
