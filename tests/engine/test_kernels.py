@@ -73,3 +73,15 @@ def test_config_refuses_llama_cpp_off_the_torch_cpu_engine() -> None:
     with pytest.raises(ValueError, match="kernels"):
         EngineConfig(model="m", drafter="none", kernels="fast")  # type: ignore[arg-type]
     assert EngineConfig(model="m", drafter="none").kernels == "auto"
+
+
+def test_draft_kernels_auto_picks_llama_cpp_wherever_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llama_cpp_model, "available", lambda: (True, ""))
+    assert kernels.choose_draft_kernels("auto", device="cpu", draft=PAIR[1])[0] == "llama-cpp"
+    assert kernels.choose_draft_kernels("torch", device="cpu", draft=PAIR[1]) == ("torch", "set explicitly")
+    assert kernels.choose_draft_kernels("auto", device="cuda:0", draft=PAIR[1])[0] == "torch"
+    monkeypatch.setattr(llama_cpp_model, "available", lambda: (False, "llama-cpp-python is not installed"))
+    assert kernels.choose_draft_kernels("auto", device="cpu", draft=PAIR[1]) == (
+        "torch", "llama.cpp not usable: llama-cpp-python is not installed")
+    with pytest.raises(ValueError, match="draft kernels 'llama-cpp' cannot run here"):
+        kernels.choose_draft_kernels("llama-cpp", device="cpu", draft=PAIR[1])
