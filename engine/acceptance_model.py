@@ -94,6 +94,17 @@ class DepthAcceptance:
         return accepted / (accepted + self.rejections + self.prior_weight * (1.0 - self.prior[0]))
 
 
+def seeded_acceptance(shared: DepthAcceptance | None, *, depth: int, prior_alpha: float, decay: float,
+                      pair_prior_weight: float) -> DepthAcceptance:
+    """A new request's depth-wise acceptance seeded by the pair's engine-wide one (`shared`):
+    its hazards as the prior, weighing `pair_prior_weight` steps once the pair has been
+    observed and one step before (`prior_alpha` alone without `shared`)."""
+    informed = shared is not None and shared.observed
+    return DepthAcceptance(depth=depth, prior_alpha=prior_alpha, decay=decay,
+                           prior=shared.hazards() if shared is not None else None,
+                           prior_weight=pair_prior_weight if informed else 1.0)
+
+
 class AcceptancePriors:
     """Per drafter kind, the engine-wide depth-wise acceptance (slow forgetting) that seeds each
     new request's `DepthAcceptance`; every request's steps feed it."""

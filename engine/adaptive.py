@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.acceptance_model import DepthAcceptance
+from engine.acceptance_model import DepthAcceptance, seeded_acceptance
 from sampler import expected_speedup_from_hazards
 
 if TYPE_CHECKING:
@@ -75,10 +75,8 @@ class AdaptiveK:
         self.costs = costs
         self.decay = decay
         self.shared = shared
-        informed = shared is not None and shared.observed  # the pair's acceptance over earlier requests
-        self.acceptance = DepthAcceptance(depth=k_max, prior_alpha=prior_alpha, decay=acceptance_decay,
-                                          prior=shared.hazards() if shared is not None else None,
-                                          prior_weight=pair_prior_weight if informed else 1.0)
+        self.acceptance = seeded_acceptance(shared, depth=k_max, prior_alpha=prior_alpha, decay=acceptance_decay,
+                                            pair_prior_weight=pair_prior_weight)
         self.probe_every = probe_every
         self.plain_step_s: float | None = None
         self.draft_token_s: float | None = None

@@ -141,7 +141,6 @@ class SpecDecoder:
         seq.stats.draft_cached_tokens = len(seq.draft_kv) if seq.draft_kv is not None else 0
         if self.prefix_cache is not None:
             seq.unpublished = {"target", "draft"} if seq.draft_kv is not None else {"target"}
-            assert seq.target_kv is not None
             seq.stats.cached_tokens = self.prefix_cache.restore(
                 seq.target_kv, request.prompt_token_ids, pool="target")
             self._restore_draft(seq)

@@ -117,7 +117,6 @@ class LlamaCppModel:
             raise RuntimeError(f"llama.cpp could not load {self.path}")
         vocab = llama.llama_model_get_vocab(self._model)
         self.vocab_size = int(llama.llama_vocab_n_tokens(vocab))
-        self.num_parameters = int(llama.llama_model_n_params(self._model))
         self._pools: dict[Hashable, list[tuple[Any, list[int]]]] = {}  # pool key -> (context, tokens), newest last
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _free_model, self._model, self._pools)

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from engine.acceptance_model import DepthAcceptance
+from engine.acceptance_model import DepthAcceptance, seeded_acceptance
 from engine.cost_model import ForwardCosts
 from sampler import expected_tokens_from_hazards
 
@@ -104,10 +104,9 @@ class StepK:
     def _acceptance(self, req_id: str) -> DepthAcceptance:
         acc = self._requests.get(req_id)
         if acc is None:
-            informed = self.shared.observed
-            acc = self._requests[req_id] = DepthAcceptance(
-                depth=self.k_max, prior_alpha=self.prior_alpha, decay=self.acceptance_decay,
-                prior=self.shared.hazards(), prior_weight=self.pair_prior_weight if informed else 1.0)
+            acc = self._requests[req_id] = seeded_acceptance(
+                self.shared, depth=self.k_max, prior_alpha=self.prior_alpha, decay=self.acceptance_decay,
+                pair_prior_weight=self.pair_prior_weight)
         return acc
 
     def observe_acceptance(self, req_id: str, *, num_drafts: int, num_accepted: int) -> None:
