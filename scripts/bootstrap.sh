@@ -37,7 +37,7 @@ if [ "${SPECGATE_SKIP_VLLM:-0}" != "1" ]; then
     "${pip[@]}" install --no-deps -c constraints.txt "intel-openmp==2026.2.0"
 fi
 # llama.cpp kernels (`--kernels llama-cpp`, auto's choice on CPUs): llama-cpp-python has no binary
-# wheel on PyPI, so it is built from its sdist (cmake + a C++ compiler; measured: the whole first bootstrap 12 min on 2 cores, 17 min for this build alone beside other jobs).
+# wheel on PyPI, so it is built from its sdist (cmake + a C++ compiler; measured on 2 cores: the whole first bootstrap 5 min quiet, 12 min beside a test run).
 # On x86 the build targets x86-64-v3 (AVX2, FMA, F16C), not -march=native, so one venv runs on
 # every CPU of that class (engine.llama_cpp_model checks the flags before loading it); no wheel
 # is cached (--no-cache-dir), so a build never leaks to another machine. The multimodal library
