@@ -15,6 +15,9 @@ xgrammar backend does:
   WhitespaceCap on the matcher (llguidance repeats its whitespace lexeme without bound, so
   its own pattern cannot bound a gap; vLLM #38696); the cap also bounds runs of spaces
   inside strings, the one place this language is narrower than xgrammar's;
+- the formats grammars.json_schema enforces that llguidance does not implement
+  (`uri-reference`, `uri-template`, `json-pointer`, `relative-json-pointer`) become
+  patterns (grammars.json_formats), so a strict schema's format is enforced here too;
 - keywords llguidance does not implement are ignored (`lenient`); `oneOf` is `anyOf`
   (`coerce_one_of`), as the policy documents; remote `$ref` is a GrammarError;
 - `\\uXXXX` escapes of printable characters (`"\\u00e9"`, what `json.dumps` writes by default)
@@ -43,6 +46,7 @@ import torch
 
 from grammars.errors import GrammarError
 from grammars.json_closure import close_unlisted
+from grammars.json_formats import FORMAT_PATTERNS, formats_as_patterns
 from grammars.json_schema import check_refs_local, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
@@ -162,6 +166,7 @@ class LLGuidanceBackend:
         if kind == "json_schema":
             schema = spec.source_json
             check_refs_local(schema)
+            schema = formats_as_patterns(schema, FORMAT_PATTERNS)  # formats llguidance ignores
             if not self.allow_extra_properties:
                 schema = close_unlisted(open_memberless(schema))
             if schema is False:

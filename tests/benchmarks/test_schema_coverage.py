@@ -19,3 +19,26 @@ def test_load_set_keeps_only_the_named_categories(tmp_path: pathlib.Path,
     monkeypatch.setattr(schema_coverage, "DATA", tmp_path)
     assert list(schema_coverage.load_set("bench", None)) == ["Alpha", "Beta", "Gamma"]
     assert list(schema_coverage.load_set("bench", None, ["Gamma", "Alpha"])) == ["Alpha", "Gamma"]
+
+
+def test_compare_relabels_both_runs_with_the_installed_oracle(tmp_path: pathlib.Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run stored while rfc3339-validator was missing labelled a bad date-time valid;
+    `--compare` labels every paired instance afresh, so it counts as invalid in both columns."""
+    (tmp_path / "bench").mkdir()
+    record = {"schema": {"type": "string", "format": "date-time"},
+              "tests": [{"data": "2013-11-01T12:00:00"}, {"data": "2013-11-01T12:00:00Z"}]}
+    (tmp_path / "bench" / "Cat.jsonl").write_text(json.dumps(record) + "\n")
+    monkeypatch.setattr(schema_coverage, "DATA", tmp_path)
+    stale = [[0, 0, True, True, "x"], [0, 1, True, True, "x"]]  # both "valid", as stored
+    runs = []
+    for name, verdicts in (("base", stale), ("other", [[0, 0, True, False, "y"],
+                                                        [0, 1, True, True, "y"]])):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({f"{name}|bench|Cat": {"verdicts": verdicts}}))
+        runs.append(str(path))
+    text = schema_coverage.paired(*runs)
+    assert "(1 instances labelled otherwise" in text
+    row = next(line for line in text.splitlines() if line.startswith("| bench/Cat"))
+    # valid 1 (both accept), invalid 1: base accepted it, other rejected it
+    assert row.split(" | ")[1:] == ["1", "1", "1", "0 (0)", "1", "0", "1 |"]

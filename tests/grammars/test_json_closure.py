@@ -108,3 +108,33 @@ def test_llguidance_accepts_a_branch_member_and_still_refuses_invalid(llg_compil
     assert _accepts(compiled, VALID)  # refused before: the parent was closed on msg/argument
     for text in INVALID + ['{"msg": "execScript", "argument": "x", "queryId": 1, "zip": 1}']:
         assert not _accepts(compiled, text), text
+
+
+# reduced from held-out Github_ultra o2312 (an ActionScript config): an app config is
+# `allOf: [{"$ref": base}, {"properties": {"type": …}}]`; closing `base` where it is defined
+# refused `type`, which the other member lists
+APP = {"type": "object",
+       "anyOf": [{"allOf": [{"$ref": "#/definitions/app"}, {"required": ["mainClass"]}]}],
+       "definitions": {
+           "base": {"type": "object", "properties": {"files": {"type": "array"}}},
+           "via": {"$ref": "#/definitions/base"},
+           "app": {"allOf": [{"$ref": "#/definitions/via"},
+                             {"properties": {"type": {"type": "string"},
+                                             "mainClass": {"type": "string"}}}]}}}
+APP_VALID = '{"files": ["src/Main.as"], "type": "app", "mainClass": "Main"}'
+
+
+def test_a_ref_target_reached_from_an_allof_member_stays_open() -> None:
+    closed = close_unlisted(APP)
+    assert "additionalProperties" not in closed["definitions"]["base"]  # through `via` too
+    members = closed["definitions"]["app"]["allOf"]
+    assert "additionalProperties" not in members[1]
+
+
+def test_llguidance_accepts_the_sibling_member_of_a_ref_target(llg_compiler) -> None:  # type: ignore[no-untyped-def]
+    assert _valid(APP, json.loads(APP_VALID))
+    compiled = llg_compiler.compile(GrammarSpec("json_schema", canonical_json(APP),
+                                                (("strict", False),)))
+    assert compiled.backend == "llguidance"
+    assert _accepts(compiled, APP_VALID)
+    assert not _accepts(compiled, '{"files": [], "type": "app"}')  # mainClass is required

@@ -46,3 +46,8 @@ def test_invalid_escaped_strings_are_refused(llg_compiler, text: str) -> None:  
 
 def test_control_and_literal_spellings_stay_accepted(llg_compiler) -> None:  # type: ignore[no-untyped-def]
     assert _accepts(llg_compiler, SCHEMA, '{"name": "Ren\u00e9", "note": "a\\u0001b"}')
+
+
+def test_the_pinned_llguidance_admits_printable_escapes() -> None:
+    """pyproject pins llguidance >= 1.9, which has `json_allow_general_unicode_escapes`."""
+    assert UNICODE_ESCAPES
