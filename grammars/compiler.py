@@ -105,7 +105,7 @@ class GrammarCompiler:
         vocab_size: int | None = None,
         stop_token_ids: Sequence[int] | None = None,
         cache_bytes: int = 256 * 1024 * 1024,
-        compile_timeout_s: float = 10.0,
+        compile_timeout_s: float = 60.0,
         max_whitespace: int = 16,
         max_threads: int = 2,
         allow_extra_properties: bool = False,
