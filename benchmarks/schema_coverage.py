@@ -178,9 +178,10 @@ def oracle_verdicts(records: list[dict[str, Any]],
 
 def paired(base_path: str, other_path: str) -> str:
     """Per category, over the instances of the schemas BOTH runs compiled: valid accepted and
-    invalid rejected by each, every instance labelled afresh by the oracle as installed, and the valid instances only the base accepts (how many of
-    them hold a `\\uXXXX` escape of a non-control character: llguidance before 1.8 admits
-    `\\u` escapes of control characters only, so a model writes such characters themselves)."""
+    invalid rejected by each, every instance labelled afresh by the oracle as installed (so
+    runs stored under different format checkers compare), and the valid instances only the
+    base accepts (how many of them hold a `\\uXXXX` escape of a non-control character:
+    llguidance before 1.8 admits `\\u` escapes of control characters only)."""
     base = json.loads(pathlib.Path(base_path).read_text())
     other = json.loads(pathlib.Path(other_path).read_text())
     rows = []
@@ -209,10 +210,11 @@ def paired(base_path: str, other_path: str) -> str:
                      str(sum(not theirs[k][3] for k in invalid)),
                      str(sum(not mine[k][3] for k in invalid))])
     b, o = base_path.rsplit("/", 1)[-1], other_path.rsplit("/", 1)[-1]
-    return f"Oracle: the installed python-jsonschema and format checkers ({relabelled} " \
-        f"instances labelled otherwise than in {o}).\n\n" + table(["category", "valid (paired)", f"accepted: {b}", f"accepted: {o}",
-                  f"accepted only by {b} (\\uXXXX)", "invalid (paired)", f"rejected: {b}",
-                  f"rejected: {o}"], rows)
+    header = (f"Oracle: the installed python-jsonschema and format checkers ({relabelled} "
+              f"instances labelled otherwise than in {o}).\n\n")
+    return header + table(["category", "valid (paired)", f"accepted: {b}", f"accepted: {o}",
+                           f"accepted only by {b} (\\uXXXX)", "invalid (paired)",
+                           f"rejected: {b}", f"rejected: {o}"], rows)
 
 
 def pct(a: int, b: int) -> str:

@@ -18,8 +18,7 @@ after its own `properties`:
 is a subschema an `allOf` member reaches through local `$ref`s, wherever it is written
 (`allOf: [{"$ref": "#/definitions/base"}, {"properties": {"type": …}}]` admits `type`; a
 `$ref` elsewhere to the same target then finds it open too), and nothing under `not` or `if`
-is closed (a closed condition fails more often, so the schema
-would admit more, not less).
+is closed (a closed condition fails more often, so the schema would admit more, not less).
 Invariant: only `properties` entries `true` and `additionalProperties` / `items: false` are
 added, outside `not` / `if`, so every instance the result admits is admitted by the input
 schema (tested with python-jsonschema on fixed and generated instances).

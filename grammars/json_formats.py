@@ -8,12 +8,14 @@ as they are.
 
 `FORMAT_PATTERNS` spells the four formats grammars.json_schema enforces that llguidance
 ignores (it implements date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid
-and uri): `uri-reference` (RFC 3986 URI-reference; IP literals are checked for their
-characters only), `uri-template` (RFC 6570 expressions; as the `uri-template` checker python-jsonschema uses,
-literals are any text without braces, `,` / `,+` are operators and an expression may end in
-a joiner), `json-pointer` (RFC 6901) and
-`relative-json-pointer`. Each pattern is tested against python-jsonschema's format checkers
-(rfc3986-validator, uri-template) on valid and malformed samples.
+and uri):
+- `uri-reference`: RFC 3986 URI-reference (IP literals are checked for their characters);
+- `uri-template`: RFC 6570 expressions; as the `uri-template` checker python-jsonschema
+  uses, literals are any text without braces, `,` / `,+` are operators and an expression
+  may end in a joiner;
+- `json-pointer` (RFC 6901) and `relative-json-pointer`.
+Each pattern is tested against python-jsonschema's format checkers (rfc3986-validator,
+uri-template) on valid and malformed samples.
 
 Knows nothing of backends, tokenizers or compilation.
 """
