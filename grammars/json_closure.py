@@ -7,6 +7,10 @@ false`, and every array schema with `prefixItems` but no `items` / `unevaluatedI
 `items: false`. Listed, and added to its `properties` as `true` when missing, in this order
 after its own `properties`:
 - the names in its `required`;
+- the names its `allOf` members list (through local `$ref`s): `{"properties": {"a": …},
+  "allOf": [{"$ref": "#/$defs/Base"}]}` admits Base's members (they used to be refused, as
+  llguidance merges the parent's `additionalProperties: false` into every member). When a
+  member opens the object, the parent is not closed: the schema says what else is allowed;
 - the names its `anyOf` / `oneOf` branches list (their `properties`, their members', through
   local `$ref`s, then their `required`), so a parent closed here does not refuse what one of
   its branches defines: `{"properties": {"msg": …}, "oneOf": [{"properties": {"queryId":
@@ -26,7 +30,9 @@ Measured (benchmarks.schema_coverage, 1,050 real-world schemas): leaving `$ref` 
 `allOf` members open accepts 2 more valid instances and rejects 6 more invalid ones than
 closing them, but a few schemas whose closure had been unsatisfiable (so auto fell back to
 xgrammar) now compile under llguidance and meet its fixed property order (Github_ultra
-o358). Not done, measured worse: replacing those `$ref`s by copies of their targets.
+o358). Counting `allOf` member names on the parent changes no verdict there (no schema of
+the set hits it; the tests hold the case). Not done, measured worse: replacing those
+`$ref`s by copies of their targets.
 Not done, measured far worse: moving optional properties to exact-name
 `patternProperties` (free order for them in llguidance) forces required ones first, and
 real instances follow the schema's order, not that one (valid accepted 1,215 → 861 of 1,355).
@@ -117,6 +123,20 @@ def _branch_names(root: Any, sub: dict[str, Any]) -> list[str]:
     return out
 
 
+def _allof_names(root: Any, sub: dict[str, Any]) -> list[str] | None:
+    """The names `sub`'s `allOf` members list (through local `$ref`s), in member order; None
+    when a member opens the object: the schema then says what else is allowed, and `sub`
+    is left open."""
+    out: list[str] = []
+    members = sub.get("allOf")
+    for member in members if isinstance(members, list) else []:
+        names = _names(root, member, set())
+        if names is None:
+            return None
+        out.extend(names)
+    return out
+
+
 def _allof_targets(root: Any) -> set[int]:
     """Ids of the subschemas an `allOf` member reaches through local `$ref`s (a chain of
     `$ref`-only hops included): they are `allOf` members too, wherever they are written."""
@@ -139,11 +159,12 @@ def close_unlisted(schema: Any) -> Any:
     for pointer, sub in iter_subschemas(root):
         if _ALLOF_MEMBER.search(pointer) or _negated(pointer) or id(sub) in members:
             continue
-        if (("properties" in sub or "patternProperties" in sub)
+        allof = _allof_names(root, sub)
+        if (("properties" in sub or "patternProperties" in sub) and allof is not None
                 and "additionalProperties" not in sub and "unevaluatedProperties" not in sub):
             listed = sub.setdefault("properties", {})
             if isinstance(listed, dict):
-                for name in _required(sub) + _branch_names(root, sub):
+                for name in _required(sub) + allof + _branch_names(root, sub):
                     listed.setdefault(name, True)
             sub["additionalProperties"] = False
         if "prefixItems" in sub and "items" not in sub and "unevaluatedItems" not in sub:

@@ -138,3 +138,35 @@ def test_llguidance_accepts_the_sibling_member_of_a_ref_target(llg_compiler) -> 
     assert compiled.backend == "llguidance"
     assert _accepts(compiled, APP_VALID)
     assert not _accepts(compiled, '{"files": [], "type": "app"}')  # mainClass is required
+
+
+# an object that adds members to an `allOf` base (OpenAPI's usual composition); the parent
+# used to be closed on its own names, and llguidance merges that into the member, so the
+# base's `b` could never be written
+COMPOSED = {"type": "object", "properties": {"a": {"type": "integer"}},
+            "allOf": [{"$ref": "#/$defs/Base"}], "required": ["a"],
+            "$defs": {"Base": {"properties": {"b": {"type": "integer"}}, "required": ["b"]}}}
+
+
+def test_allof_member_names_count_as_listed_on_the_parent() -> None:
+    closed = close_unlisted(COMPOSED)
+    assert closed["additionalProperties"] is False
+    assert list(closed["properties"]) == ["a", "b"]
+    opened = {**COMPOSED, "allOf": [{"properties": {"b": {}}, "additionalProperties": True}]}
+    assert "additionalProperties" not in close_unlisted(opened)  # a member says what else
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OBJECTS)
+def test_closing_a_composed_object_never_admits_what_it_refuses(instance: dict[str, Any]) -> None:
+    if _valid(close_unlisted(COMPOSED), instance):
+        assert _valid(COMPOSED, instance)
+
+
+def test_llguidance_accepts_the_allof_base_members(llg_compiler) -> None:  # type: ignore[no-untyped-def]
+    compiled = llg_compiler.compile(GrammarSpec("json_schema", canonical_json(COMPOSED),
+                                                (("strict", False),)))
+    assert compiled.backend == "llguidance"
+    assert _accepts(compiled, '{"a": 1, "b": 2}')
+    for text in ['{"a": 1}', '{"a": 1, "b": 2, "c": 3}', '{"a": 1, "b": "x"}']:
+        assert not _accepts(compiled, text), text
