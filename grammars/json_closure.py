@@ -15,9 +15,11 @@ after its own `properties`:
   local `$ref`s, then their `required`), so a parent closed here does not refuse what one of
   its branches defines: `{"properties": {"msg": …}, "oneOf": [{"properties": {"queryId":
   …}}]}` admits `queryId` (it used to be refused, as llguidance merges the parent's
-  `additionalProperties: false` into every branch). Not when a branch is a `$ref` or opens
-  the object (`patternProperties`, `additionalProperties` other than `false`, …): the
-  parent is then closed on its own names, as before.
+  `additionalProperties: false` into every branch); a `$ref` branch lists its target's
+  names (`{"properties": {"kind": …}, "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref":
+  "#/$defs/Dog"}]}` admits a Cat's members). Not when a branch opens the object
+  (`patternProperties`, `additionalProperties` other than `false`, …): the parent is then
+  closed on its own names.
 `allOf` members are never closed (closing one would refuse the members of the others), nor
 is a subschema an `allOf` member reaches through local `$ref`s, wherever it is written
 (`allOf: [{"$ref": "#/definitions/base"}, {"properties": {"type": …}}]` admits `type`; a
@@ -30,8 +32,8 @@ Measured (benchmarks.schema_coverage, 1,050 real-world schemas): leaving `$ref` 
 `allOf` members open accepts 2 more valid instances and rejects 6 more invalid ones than
 closing them, but a few schemas whose closure had been unsatisfiable (so auto fell back to
 xgrammar) now compile under llguidance and meet its fixed property order (Github_ultra
-o358). Counting `allOf` member names on the parent changes no verdict there (no schema of
-the set hits it; the tests hold the case). Not done, measured worse: replacing those
+o358). Counting the names of `allOf` members and of `$ref` branches on the parent changes
+no verdict there (no schema of the set hits it; the tests hold both cases). Not done, measured worse: replacing those
 `$ref`s by copies of their targets.
 Not done, measured far worse: moving optional properties to exact-name
 `patternProperties` (free order for them in llguidance) forces required ones first, and
@@ -110,14 +112,14 @@ def _required(sub: dict[str, Any]) -> list[str]:
 
 
 def _branch_names(root: Any, sub: dict[str, Any]) -> list[str]:
-    """The names `sub`'s `anyOf` / `oneOf` branches list, in branch order; [] when a branch
-    is a `$ref` or opens the object (then the parent is closed on its own names, as before)."""
+    """The names `sub`'s `anyOf` / `oneOf` branches list (through local `$ref`s), in branch
+    order; [] when a branch opens the object (then the parent is closed on its own names)."""
     out: list[str] = []
     for key in _BRANCH_KEYS:
         members = sub.get(key)
         for member in members if isinstance(members, list) else []:
             names = _names(root, member, set()) if isinstance(member, dict) else None
-            if names is None or "$ref" in member:
+            if names is None:
                 return []
             out.extend(names)
     return out

@@ -55,10 +55,28 @@ def test_branch_names_count_as_listed_on_the_parent() -> None:
     assert "additionalProperties" not in MESSAGE  # the input is not modified
 
 
-def test_a_ref_branch_keeps_the_parent_on_its_own_names() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}},
-              "anyOf": [{"$ref": "#/$defs/b"}], "$defs": {"b": {"properties": {"b": {}}}}}
-    assert list(close_unlisted(schema)["properties"]) == ["a"]
+# a discriminated union: the parent names the tag, each `$ref` branch adds its members; the
+# parent used to be closed on `kind` alone, so no branch member could ever be written
+UNION = {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"],
+         "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+         "$defs": {"Cat": {"properties": {"kind": {"const": "cat"}, "meow": {"type": "boolean"}}},
+                   "Dog": {"properties": {"kind": {"const": "dog"}, "bark": {"type": "integer"}}}}}
+
+
+def test_a_ref_branch_lists_its_target_names_on_the_parent() -> None:
+    assert list(close_unlisted(UNION)["properties"]) == ["kind", "meow", "bark"]
+    opened = {**UNION, "$defs": {**UNION["$defs"], "Dog": {"additionalProperties": True}}}
+    assert list(close_unlisted(opened)["properties"]) == ["kind"]  # a branch opens: own names
+
+
+def test_llguidance_accepts_a_ref_branch_member(llg_compiler) -> None:  # type: ignore[no-untyped-def]
+    compiled = llg_compiler.compile(GrammarSpec("json_schema", canonical_json(UNION),
+                                                (("strict", False),)))
+    assert compiled.backend == "llguidance"
+    assert _accepts(compiled, '{"kind": "cat", "meow": true}')
+    assert _accepts(compiled, '{"kind": "dog", "bark": 2}')
+    for text in ['{"kind": "cat", "zzz": 1}', '{"kind": "cow"}', '{"kind": "dog", "bark": "x"}']:
+        assert not _accepts(compiled, text), text
 
 
 def test_nothing_under_not_or_if_is_closed() -> None:
@@ -77,14 +95,15 @@ def test_the_closed_schema_admits_the_valid_branch_instance() -> None:
 
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.sampled_from(["", "x"]))
 _OBJECTS = st.dictionaries(
-    st.sampled_from(["msg", "argument", "queryId", "watchVariables", "a", "b", "zip"]),
-    st.one_of(_VALUES, st.sampled_from(["close", "execScript"])), max_size=5)
+    st.sampled_from(["msg", "argument", "queryId", "watchVariables", "a", "b", "zip", "kind",
+                     "meow", "bark"]),
+    st.one_of(_VALUES, st.sampled_from(["close", "execScript", "cat", "dog"])), max_size=5)
 
 
 @settings(max_examples=400, deadline=None)
 @given(_OBJECTS)
 def test_closing_never_admits_what_the_schema_refuses(instance: dict[str, Any]) -> None:
-    for schema in (MESSAGE, NEGATED):
+    for schema in (MESSAGE, NEGATED, UNION):
         if _valid(close_unlisted(schema), instance):
             assert _valid(schema, instance)
 
