@@ -11,6 +11,12 @@ after its own `properties`:
   "allOf": [{"$ref": "#/$defs/Base"}]}` admits Base's members (they used to be refused, as
   llguidance merges the parent's `additionalProperties: false` into every member). When a
   member opens the object, the parent is not closed: the schema says what else is allowed;
+- the members its `then` / `else` / `dependentSchemas` (draft-4 `dependencies`) members
+  list, with the schema given there (the anyOf of them where several give one), and the
+  names `dependentRequired` / array `dependencies` require: llguidance ignores these
+  keywords, so `{"properties": {"kind": …}, "if": …, "then": {"properties": {"x": …}}}`
+  used to refuse `x` always. None when such a member opens the object: then `sub` is left
+  open;
 - the names its `anyOf` / `oneOf` branches list (their `properties`, their members', through
   local `$ref`s, then their `required`), so a parent closed here does not refuse what one of
   its branches defines: `{"properties": {"msg": …}, "oneOf": [{"properties": {"queryId":
@@ -20,20 +26,21 @@ after its own `properties`:
   "#/$defs/Dog"}]}` admits a Cat's members). Not when a branch opens the object
   (`patternProperties`, `additionalProperties` other than `false`, …): the parent is then
   closed on its own names.
-`allOf` members are never closed (closing one would refuse the members of the others), nor
+`allOf`, `then` / `else` and dependent members are never closed (closing one would refuse
+the members of the others), nor
 is a subschema an `allOf` member reaches through local `$ref`s, wherever it is written
 (`allOf: [{"$ref": "#/definitions/base"}, {"properties": {"type": …}}]` admits `type`; a
 `$ref` elsewhere to the same target then finds it open too), and nothing under `not` or `if`
 is closed (a closed condition fails more often, so the schema would admit more, not less).
-Invariant: only `properties` entries `true` and `additionalProperties` / `items: false` are
-added, outside `not` / `if`, so every instance the result admits is admitted by the input
-schema (tested with python-jsonschema on fixed and generated instances).
+Invariant: only `properties` entries (`true`, or a conditional member's schema) and
+`additionalProperties` / `items: false` are added, outside `not` / `if`, so every instance
+the result admits is admitted by the input schema (tested with python-jsonschema on fixed and generated instances).
 Measured (benchmarks.schema_coverage, 1,050 real-world schemas): leaving `$ref` targets of
 `allOf` members open accepts 2 more valid instances and rejects 6 more invalid ones than
 closing them, but a few schemas whose closure had been unsatisfiable (so auto fell back to
 xgrammar) now compile under llguidance and meet its fixed property order (Github_ultra
-o358). Counting the names of `allOf` members and of `$ref` branches on the parent changes
-no verdict there (no schema of the set hits it; the tests hold both cases). Not done, measured worse: replacing those
+o358). Listing on the parent what `allOf` members, `$ref` branches and conditional members
+name changes no verdict there (no schema of the set hits it; the tests hold each case). Not done, measured worse: replacing those
 `$ref`s by copies of their targets.
 Not done, measured far worse: moving optional properties to exact-name
 `patternProperties` (free order for them in llguidance) forces required ones first, and
@@ -73,6 +80,15 @@ def _resolve(root: Any, ref: Any) -> Any:
         else:
             return None
     return node
+
+
+def _conditional(pointer: str) -> bool:
+    """Whether the subschema at `pointer` is a `then` / `else` / `dependentSchemas` /
+    `dependencies` member (merged into its parent when its condition holds)."""
+    parts = pointer.split("/")
+    return ((len(parts) >= 2 and parts[-1] in ("then", "else") and parts[-2] not in _MAP_KEYS)
+            or (len(parts) >= 3 and parts[-2] in ("dependentSchemas", "dependencies")
+                and parts[-3] not in _MAP_KEYS))
 
 
 def _negated(pointer: str) -> bool:
@@ -139,6 +155,40 @@ def _allof_names(root: Any, sub: dict[str, Any]) -> list[str] | None:
     return out
 
 
+def _conditional_members(sub: dict[str, Any]) -> dict[str, Any] | None:
+    """`{name: schema}` for the members `sub` admits under a condition: the `properties` of
+    its `then` / `else` / `dependentSchemas` (and draft-4 schema `dependencies`) members,
+    as the anyOf of the schemas given for one name, and the names `dependentRequired` /
+    array `dependencies` require (`true`); None when such a member opens the object."""
+    members: list[Any] = [sub.get("then"), sub.get("else")]
+    required: list[str] = []
+    for key in ("dependentSchemas", "dependencies", "dependentRequired"):
+        mapping = sub.get(key)
+        for value in mapping.values() if isinstance(mapping, dict) else []:
+            if isinstance(value, list):
+                required.extend(name for name in value if isinstance(name, str))
+            else:
+                members.append(value)
+    out: dict[str, list[Any]] = {}
+    for member in members:
+        if not isinstance(member, dict):
+            continue
+        if any(key in member for key in _OPENERS) or (
+                member.get("additionalProperties", False) is not False):
+            return None
+        props = member.get("properties")
+        for name, schema in (props.items() if isinstance(props, dict) else []):
+            out.setdefault(name, []).append(schema)
+        for name in _required(member):
+            if not (isinstance(props, dict) and name in props):
+                out.setdefault(name, []).append(True)
+    for name in required:
+        out.setdefault(name, []).append(True)
+    return {name: True if any(s is True for s in schemas) else
+            schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+            for name, schemas in out.items()}
+
+
 def _allof_targets(root: Any) -> set[int]:
     """Ids of the subschemas an `allOf` member reaches through local `$ref`s (a chain of
     `$ref`-only hops included): they are `allOf` members too, wherever they are written."""
@@ -159,15 +209,19 @@ def close_unlisted(schema: Any) -> Any:
     root = json.loads(json.dumps(schema))
     members = _allof_targets(root)
     for pointer, sub in iter_subschemas(root):
-        if _ALLOF_MEMBER.search(pointer) or _negated(pointer) or id(sub) in members:
+        if (_ALLOF_MEMBER.search(pointer) or _conditional(pointer) or _negated(pointer)
+                or id(sub) in members):
             continue
-        allof = _allof_names(root, sub)
+        allof, conditional = _allof_names(root, sub), _conditional_members(sub)
         if (("properties" in sub or "patternProperties" in sub) and allof is not None
+                and conditional is not None
                 and "additionalProperties" not in sub and "unevaluatedProperties" not in sub):
             listed = sub.setdefault("properties", {})
             if isinstance(listed, dict):
                 for name in _required(sub) + allof + _branch_names(root, sub):
                     listed.setdefault(name, True)
+                for name, member in conditional.items():
+                    listed.setdefault(name, member)
             sub["additionalProperties"] = False
         if "prefixItems" in sub and "items" not in sub and "unevaluatedItems" not in sub:
             sub["items"] = False

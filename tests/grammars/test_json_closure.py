@@ -189,3 +189,44 @@ def test_llguidance_accepts_the_allof_base_members(llg_compiler) -> None:  # typ
     assert _accepts(compiled, '{"a": 1, "b": 2}')
     for text in ['{"a": 1}', '{"a": 1, "b": 2, "c": 3}', '{"a": 1, "b": "x"}']:
         assert not _accepts(compiled, text), text
+
+
+# members a condition adds: llguidance ignores if/then/else and dependentSchemas, and the
+# parent used to be closed on `kind` / `a` alone, so `x`, `y` and `b` were always refused
+CONDITIONAL = {"type": "object", "properties": {"kind": {"type": "string"}},
+               "required": ["kind"], "if": {"properties": {"kind": {"const": "a"}}},
+               "then": {"properties": {"x": {"type": "integer"}}, "required": ["x"]},
+               "else": {"properties": {"x": {"type": "string"}, "y": {"type": "integer"}}},
+               "dependentSchemas": {"y": {"properties": {"z": {"type": "boolean"}}}},
+               "dependentRequired": {"z": ["w"]}}
+
+
+def test_conditional_members_are_listed_with_their_schemas() -> None:
+    closed = close_unlisted(CONDITIONAL)
+    assert closed["properties"] == {
+        "kind": {"type": "string"}, "w": True,
+        "x": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+        "y": {"type": "integer"}, "z": {"type": "boolean"}}
+    assert "additionalProperties" not in closed["then"]  # members are never closed
+    named = {"type": "object", "properties": {"then": {"properties": {"q": {}}}}}
+    assert close_unlisted(named)["properties"]["then"]["additionalProperties"] is False
+    opened = {**CONDITIONAL, "else": {"additionalProperties": True}}
+    assert "additionalProperties" not in close_unlisted(opened)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["kind", "x", "y", "z", "w", "q"]),
+                       st.one_of(_VALUES, st.sampled_from(["a", "b"])), max_size=5))
+def test_closing_conditional_members_never_admits_what_it_refuses(instance: dict[str, Any]) -> None:
+    if _valid(close_unlisted(CONDITIONAL), instance):
+        assert _valid(CONDITIONAL, instance)
+
+
+def test_llguidance_accepts_conditional_members(llg_compiler) -> None:  # type: ignore[no-untyped-def]
+    compiled = llg_compiler.compile(GrammarSpec("json_schema", canonical_json(CONDITIONAL),
+                                                (("strict", False),)))
+    assert compiled.backend == "llguidance"
+    for text in ['{"kind": "a", "x": 1}', '{"kind": "b", "x": "s", "y": 2, "z": true, "w": 0}']:
+        assert _valid(CONDITIONAL, json.loads(text)) and _accepts(compiled, text), text
+    for text in ['{"kind": "a", "x": []}', '{"kind": "b", "q": 1}', '{"kind": "b", "z": 1}']:
+        assert not _accepts(compiled, text), text
