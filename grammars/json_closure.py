@@ -11,12 +11,6 @@ after its own `properties`:
   "allOf": [{"$ref": "#/$defs/Base"}]}` admits Base's members (they used to be refused, as
   llguidance merges the parent's `additionalProperties: false` into every member). When a
   member opens the object, the parent is not closed: the schema says what else is allowed;
-- the members its `then` / `else` / `dependentSchemas` (draft-4 `dependencies`) members
-  list, with the schema given there (the anyOf of them where several give one), and the
-  names `dependentRequired` / array `dependencies` require: llguidance ignores these
-  keywords, so `{"properties": {"kind": …}, "if": …, "then": {"properties": {"x": …}}}`
-  used to refuse `x` always. None when such a member opens the object: then `sub` is left
-  open;
 - the names its `anyOf` / `oneOf` branches list (their `properties`, their members', through
   local `$ref`s, then their `required`), so a parent closed here does not refuse what one of
   its branches defines: `{"properties": {"msg": …}, "oneOf": [{"properties": {"queryId":
@@ -25,23 +19,30 @@ after its own `properties`:
   names (`{"properties": {"kind": …}, "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref":
   "#/$defs/Dog"}]}` admits a Cat's members). Not when a branch opens the object
   (`patternProperties`, `additionalProperties` other than `false`, …): the parent is then
-  closed on its own names.
+  closed on its own names;
+- last, the members its `then` / `else` / `dependentSchemas` (draft-4 `dependencies`)
+  members list, with the schema given there (the anyOf of them where several give one),
+  and the names `dependentRequired` / array `dependencies` require: llguidance ignores
+  these keywords, so `{"properties": {"kind": …}, "if": …, "then": {"properties": {"x":
+  …}}}` used to refuse `x` always. When such a member opens the object, the parent is left
+  open.
 `allOf`, `then` / `else` and dependent members are never closed (closing one would refuse
-the members of the others), nor
-is a subschema an `allOf` member reaches through local `$ref`s, wherever it is written
+the members of the others), nor is a subschema an `allOf` member reaches through local
+`$ref`s, wherever it is written
 (`allOf: [{"$ref": "#/definitions/base"}, {"properties": {"type": …}}]` admits `type`; a
 `$ref` elsewhere to the same target then finds it open too), and nothing under `not` or `if`
 is closed (a closed condition fails more often, so the schema would admit more, not less).
 Invariant: only `properties` entries (`true`, or a conditional member's schema) and
 `additionalProperties` / `items: false` are added, outside `not` / `if`, so every instance
-the result admits is admitted by the input schema (tested with python-jsonschema on fixed and generated instances).
+the result admits is admitted by the input schema (tested with python-jsonschema on fixed
+and generated instances).
 Measured (benchmarks.schema_coverage, 1,050 real-world schemas): leaving `$ref` targets of
 `allOf` members open accepts 2 more valid instances and rejects 6 more invalid ones than
 closing them, but a few schemas whose closure had been unsatisfiable (so auto fell back to
 xgrammar) now compile under llguidance and meet its fixed property order (Github_ultra
 o358). Listing on the parent what `allOf` members, `$ref` branches and conditional members
-name changes no verdict there (no schema of the set hits it; the tests hold each case). Not done, measured worse: replacing those
-`$ref`s by copies of their targets.
+name changes no verdict there (no schema of the set hits it; the tests hold each case).
+Not done, measured worse: replacing those `$ref`s by copies of their targets.
 Not done, measured far worse: moving optional properties to exact-name
 `patternProperties` (free order for them in llguidance) forces required ones first, and
 real instances follow the schema's order, not that one (valid accepted 1,215 → 861 of 1,355).
@@ -184,9 +185,10 @@ def _conditional_members(sub: dict[str, Any]) -> dict[str, Any] | None:
                 out.setdefault(name, []).append(True)
     for name in required:
         out.setdefault(name, []).append(True)
-    return {name: True if any(s is True for s in schemas) else
-            schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
-            for name, schemas in out.items()}
+    merged = {name: True if any(s is True for s in schemas) else
+              schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+              for name, schemas in out.items()}
+    return json.loads(json.dumps(merged))  # copies: the members' own schemas stay apart
 
 
 def _allof_targets(root: Any) -> set[int]:
