@@ -216,3 +216,17 @@ def tiny_target_dir(tiny_qwen_factory: Callable[..., pathlib.Path]) -> pathlib.P
 def tiny_draft_dir(tiny_qwen_factory: Callable[..., pathlib.Path]) -> pathlib.Path:
     """A draft close to `tiny_target_dir` (same base weights plus small noise)."""
     return tiny_qwen_factory(seed=1, noise=0.02, base_seed=0)
+
+
+def json_schema_prompt(tokenizer: Any, compiler: Any, schema: Any, prompt: str) -> tuple[Any, list[int]]:
+    """`(grammar, prompt ids)` for a chat request asking `prompt` with `response_format`
+    json_schema `schema`: the grammar compiled by `compiler`, and the chat-templated prompt
+    that quotes the schema (what the Qwen end-to-end tests send)."""
+    import json
+
+    from grammars import spec_from_request
+
+    body = {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+    messages = [{"role": "user", "content": f"{prompt} Answer in JSON matching {json.dumps(schema)}"}]
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return compiler.compile(spec_from_request(body)), list(ids if isinstance(ids, list) else ids["input_ids"])

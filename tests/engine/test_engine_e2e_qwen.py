@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import json_schema_prompt
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SCHEMAS: list[dict[str, Any]] = [
@@ -56,16 +58,11 @@ def test_greedy_identity_and_validity(qwen_decoders: Any) -> None:
     import jsonschema
 
     from engine.types import GenerationRequest, SamplingOptions
-    from grammars import spec_from_request
 
     plain, specs, compiler, tok = qwen_decoders
     mismatches = []
     for i, (schema, prompt) in enumerate(zip(SCHEMAS, PROMPTS, strict=True)):
-        body = {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
-        grammar = compiler.compile(spec_from_request(body))
-        messages = [{"role": "user", "content": f"{prompt} Answer in JSON matching {json.dumps(schema)}"}]
-        ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        ids = list(ids if isinstance(ids, list) else ids["input_ids"])
+        grammar, ids = json_schema_prompt(tok, compiler, schema, prompt)
         sampling = SamplingOptions(temperature=0.0, max_tokens=48)
         a = plain.generate(GenerationRequest(f"p{i}", ids, sampling, grammar=grammar))
         for j, spec in enumerate(specs):  # fixed K=4, then adaptive K from the measured costs

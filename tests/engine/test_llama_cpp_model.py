@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import torch
 
+from tests.conftest import json_schema_prompt
+
 pytestmark = [pytest.mark.llama_cpp, pytest.mark.e2e]
 
 
@@ -159,7 +161,7 @@ def test_greedy_speculative_equals_greedy_plain_on_llama_cpp_kernels_up_to_near_
     from engine.cost_model import load_or_measure
     from engine.decoder import SpecDecoder
     from engine.types import GenerationRequest, SamplingOptions
-    from grammars import GrammarCompiler, spec_from_request
+    from grammars import GrammarCompiler
 
     require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
     target, tok = loader.load_gguf("qwen2.5-coder-1.5b", n_threads=2, n_ctx=1024)
@@ -183,11 +185,7 @@ def test_greedy_speculative_equals_greedy_plain_on_llama_cpp_kernels_up_to_near_
     ]
     verified, divergences = 0, []
     for i, (schema, prompt) in enumerate(cases):
-        body = {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
-        grammar = compiler.compile(spec_from_request(body))
-        messages = [{"role": "user", "content": f"{prompt} Answer in JSON matching {json.dumps(schema)}"}]
-        ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        ids = list(ids if isinstance(ids, list) else ids["input_ids"])
+        grammar, ids = json_schema_prompt(tok, compiler, schema, prompt)
         sampling = SamplingOptions(temperature=0.0, max_tokens=40)
         a = plain.generate(GenerationRequest(f"p{i}", ids, sampling, grammar=grammar))
         assert a.finish_reason == "stop"
@@ -217,7 +215,7 @@ def test_torch_target_with_llama_cpp_draft_is_exact_token_for_token(require_mode
     from engine.cost_model import load_or_measure
     from engine.decoder import SpecDecoder
     from engine.types import GenerationRequest, SamplingOptions
-    from grammars import GrammarCompiler, spec_from_request
+    from grammars import GrammarCompiler
 
     require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
     target, tok = loader.load("qwen2.5-coder-1.5b", dtype="float32", device="cpu")
@@ -234,13 +232,9 @@ def test_torch_target_with_llama_cpp_draft_is_exact_token_for_token(require_mode
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
                                                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
               "required": ["name", "age", "tags"]}
-    body = {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
-    grammar = compiler.compile(spec_from_request(body))
     accepted, mismatches = 0, []
     for i, prompt in enumerate(["Describe Ann, 31, a Python developer.", "Describe Bo, 45, a chef."]):
-        messages = [{"role": "user", "content": f"{prompt} Answer in JSON matching {json.dumps(schema)}"}]
-        ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        ids = list(ids if isinstance(ids, list) else ids["input_ids"])
+        grammar, ids = json_schema_prompt(tok, compiler, schema, prompt)
         sampling = SamplingOptions(temperature=0.0, max_tokens=40)
         a = plain.generate(GenerationRequest(f"p{i}", ids, sampling, grammar=grammar))
         for j, spec in enumerate((fixed, adaptive)):
