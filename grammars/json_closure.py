@@ -26,6 +26,13 @@ after its own `properties`:
   these keywords, so `{"properties": {"kind": …}, "if": …, "then": {"properties": {"x":
   …}}}` used to refuse `x` always. When such a member opens the object, the parent is left
   open.
+A branch of an `anyOf` / `oneOf` (and what it reaches through local `$ref`s) is closed on
+its own names plus those of the schemas llguidance merges it with: its parent's (own
+`properties`, `required`, what the parent's `allOf` and conditional members list), and so
+up while the parent is itself a branch or an `allOf` member; not closed when one of those
+opens the object. `{"properties": {"kind": …}, "anyOf": [{"properties": {"meow": …}}]}`
+used to refuse every `{"kind": …, "meow": …}`, and `allOf: [{"$ref": base}, {"oneOf":
+[{"$ref": kind}, …]}]` refused base's members (held-out Github_ultra o358).
 `allOf`, `then` / `else` and dependent members are never closed (closing one would refuse
 the members of the others), nor is a subschema an `allOf` member reaches through local
 `$ref`s, wherever it is written
@@ -38,10 +45,11 @@ the result admits is admitted by the input schema (tested with python-jsonschema
 and generated instances).
 Measured (benchmarks.schema_coverage, 1,050 real-world schemas): leaving `$ref` targets of
 `allOf` members open accepts 2 more valid instances and rejects 6 more invalid ones than
-closing them, but a few schemas whose closure had been unsatisfiable (so auto fell back to
-xgrammar) now compile under llguidance and meet its fixed property order (Github_ultra
-o358). Listing on the parent what `allOf` members, `$ref` branches and conditional members
-name changes no verdict there (no schema of the set hits it; the tests hold each case).
+closing them. Listing on the parent what `allOf` members, `$ref` branches and conditional
+members name changes no verdict there (no schema of the set hits it; the tests hold each
+case). Closing branches on the names they are merged with accepts 4 more valid instances
+(Github_ultra o358 ×2, Github_easy o75096 ×2) and 1 more invalid one (Github_medium o76785,
+which breaks only a `not`: the over-tight branch had refused it by chance).
 Not done, measured worse: replacing those `$ref`s by copies of their targets.
 Not done, measured far worse: moving optional properties to exact-name
 `patternProperties` (free order for them in llguidance) forces required ones first, and
@@ -196,13 +204,68 @@ def _allof_targets(root: Any) -> set[int]:
     `$ref`-only hops included): they are `allOf` members too, wherever they are written."""
     out: set[int] = set()
     for pointer, sub in iter_subschemas(root):
-        if not _ALLOF_MEMBER.search(pointer):
-            continue
-        target = _resolve(root, sub.get("$ref"))
-        while isinstance(target, dict) and id(target) not in out:
-            out.add(id(target))
-            target = _resolve(root, target.get("$ref"))
+        if _ALLOF_MEMBER.search(pointer):
+            out.update(id(target) for target in _ref_chain(root, sub))
     return out
+
+
+def _ref_chain(root: Any, sub: Any) -> list[dict[str, Any]]:
+    """The subschemas `sub`'s local `$ref` reaches, hop after hop (`sub` itself not included)."""
+    out: list[dict[str, Any]] = []
+    target = _resolve(root, sub.get("$ref")) if isinstance(sub, dict) else None
+    while isinstance(target, dict) and all(target is not seen for seen in out):
+        out.append(target)
+        target = _resolve(root, target.get("$ref"))
+    return out
+
+
+def _merge_contexts(root: Any) -> dict[int, list[str] | None]:
+    """`{id(branch): names}` for every `anyOf` / `oneOf` branch (and what it reaches through
+    local `$ref`s): the names the schemas it is merged with list (the branch's parent, the
+    parent's `allOf` members, and so on up while the parent is itself a branch or an `allOf`
+    member), None when one of them opens the object. llguidance merges a branch into its
+    parent, so a branch closed on its own names refused every name its parent lists
+    (`{"properties": {"kind": …}, "anyOf": [{"properties": {"meow": …}}]}` refused
+    `{"kind": "c", "meow": 1}`). A subschema reached from several places gets the union
+    (None wins); computed to a fixpoint, as a `$ref` target may be visited before its user."""
+    contexts: dict[int, list[str] | None] = {}
+    changed = True
+    while changed:
+        changed = False
+        for _, sub in iter_subschemas(root):
+            branches = [b for key in _BRANCH_KEYS if isinstance(sub.get(key), list)
+                        for b in sub[key]]
+            allof = sub.get("allOf")
+            members = [m for m in allof if isinstance(m, dict)] if isinstance(allof, list) else []
+            if not branches and not members:
+                continue
+            names = _listed_here(root, sub, contexts.get(id(sub), []))
+            for member in branches + members:
+                for target in [member, *_ref_chain(root, member)]:
+                    if not isinstance(target, dict):
+                        continue
+                    old = contexts.get(id(target), [])
+                    new = None if old is None or names is None else list(
+                        dict.fromkeys(old + names))
+                    if new != old or id(target) not in contexts:
+                        contexts[id(target)] = new
+                        changed = True
+    return contexts
+
+
+def _listed_here(root: Any, sub: dict[str, Any],
+                 context: list[str] | None) -> list[str] | None:
+    """The names an instance of `sub` may hold, for a branch merged into it: its own
+    `properties`, `required`, what its `allOf` and conditional members list, and its own
+    merge context; None when `sub` or one of those opens the object."""
+    allof, conditional = _allof_names(root, sub), _conditional_members(sub)
+    if (context is None or allof is None or conditional is None
+            or any(key in sub for key in _OPENERS)
+            or sub.get("additionalProperties", False) is not False):
+        return None
+    props = sub.get("properties")
+    own = list(props) if isinstance(props, dict) else []
+    return list(dict.fromkeys(own + _required(sub) + allof + list(conditional) + context))
 
 
 def close_unlisted(schema: Any) -> Any:
@@ -210,9 +273,11 @@ def close_unlisted(schema: Any) -> Any:
         return schema
     root = json.loads(json.dumps(schema))
     members = _allof_targets(root)
+    contexts = _merge_contexts(root)
     for pointer, sub in iter_subschemas(root):
+        context = contexts.get(id(sub), [])
         if (_ALLOF_MEMBER.search(pointer) or _conditional(pointer) or _negated(pointer)
-                or id(sub) in members):
+                or id(sub) in members or context is None):
             continue
         allof, conditional = _allof_names(root, sub), _conditional_members(sub)
         if (("properties" in sub or "patternProperties" in sub) and allof is not None
@@ -220,7 +285,7 @@ def close_unlisted(schema: Any) -> Any:
                 and "additionalProperties" not in sub and "unevaluatedProperties" not in sub):
             listed = sub.setdefault("properties", {})
             if isinstance(listed, dict):
-                for name in _required(sub) + allof + _branch_names(root, sub):
+                for name in _required(sub) + allof + _branch_names(root, sub) + context:
                     listed.setdefault(name, True)
                 for name, member in conditional.items():
                     listed.setdefault(name, member)

@@ -230,3 +230,61 @@ def test_llguidance_accepts_conditional_members(llg_compiler) -> None:  # type: 
         assert _valid(CONDITIONAL, json.loads(text)) and _accepts(compiled, text), text
     for text in ['{"kind": "a", "x": []}', '{"kind": "b", "q": 1}', '{"kind": "b", "z": 1}']:
         assert not _accepts(compiled, text), text
+
+
+# a union whose branches do not restate the parent's tag: llguidance merges each branch into
+# the parent, and a branch closed on its own names refused the parent's `kind`, so no valid
+# instance could be written; (reduced from held-out Github_ultra o358, an Azure linked
+# service) `allOf: [{"$ref": base}, {"oneOf": [{"$ref": kind}, …]}]`: the closed branch
+# refused base's `description`
+TAGGED = {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"],
+          "anyOf": [{"$ref": "#/$defs/Cat"},
+                    {"properties": {"bark": {"type": "integer"}}, "required": ["bark"]}],
+          "$defs": {"Cat": {"properties": {"meow": {"type": "boolean"}}, "required": ["meow"]}}}
+LINKED = {"type": "object", "required": ["type"],
+          "allOf": [{"$ref": "#/definitions/base"},
+                    {"oneOf": [{"$ref": "#/definitions/sql"}, {"$ref": "#/definitions/blob"}]}],
+          "definitions": {
+              "base": {"type": "object", "properties": {"description": {"type": "string"}}},
+              "sql": {"type": "object", "properties": {"type": {"enum": ["Sql"]},
+                                                       "conn": {"type": "string"}}},
+              "blob": {"type": "object", "properties": {"type": {"enum": ["Blob"]},
+                                                        "uri": {"type": "string"}}}}}
+
+
+def test_a_branch_lists_the_names_it_is_merged_with() -> None:
+    closed = close_unlisted(TAGGED)
+    assert list(closed["$defs"]["Cat"]["properties"]) == ["meow", "kind"]
+    assert list(closed["anyOf"][1]["properties"]) == ["bark", "kind"]
+    assert closed["$defs"]["Cat"]["additionalProperties"] is False
+    linked = close_unlisted(LINKED)["definitions"]
+    assert list(linked["sql"]["properties"]) == ["type", "conn", "description", "uri"]
+    assert "additionalProperties" not in linked["base"]  # an allOf member: never closed
+    opened = {**TAGGED, "patternProperties": {"^x-": {}}}  # the parent opens: branches too
+    assert "additionalProperties" not in close_unlisted(opened)["$defs"]["Cat"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["kind", "meow", "bark", "type", "conn", "uri",
+                                        "description", "zip"]),
+                       st.one_of(_VALUES, st.sampled_from(["Sql", "Blob"])), max_size=5))
+def test_closing_merged_branches_never_admits_what_they_refuse(instance: dict[str, Any]) -> None:
+    for schema in (TAGGED, LINKED):
+        if _valid(close_unlisted(schema), instance):
+            assert _valid(schema, instance)
+
+
+def test_llguidance_accepts_the_parent_names_beside_a_branch(llg_compiler) -> None:  # type: ignore[no-untyped-def]
+    for schema, valid, invalid in (
+            (TAGGED, ['{"kind": "c", "meow": true}', '{"kind": "d", "bark": 1}'],
+             ['{"kind": "c", "meow": true, "zip": 1}', '{"kind": "c"}', '{"meow": true}']),
+            (LINKED, ['{"description": "d", "type": "Sql", "conn": "c"}',
+                      '{"type": "Blob", "uri": "u"}'],
+             ['{"description": 1, "type": "Sql"}', '{"type": "Oracle"}'])):
+        compiled = llg_compiler.compile(GrammarSpec("json_schema", canonical_json(schema),
+                                                    (("strict", False),)))
+        assert compiled.backend == "llguidance"
+        for text in valid:
+            assert _valid(schema, json.loads(text)) and _accepts(compiled, text), text
+        for text in invalid:
+            assert not _accepts(compiled, text), text
