@@ -1,9 +1,13 @@
-"""benchmarks.schema_coverage: `--category` restricts which categories of a set are loaded."""
+"""benchmarks.schema_coverage: `--category` restricts which categories of a set are loaded;
+`--compare` relabels with the installed oracle; a grammar that accepts what the oracle
+refuses is counted loose."""
 
 from __future__ import annotations
 
+import collections
 import json
 import pathlib
+from typing import Any
 
 import pytest
 
@@ -41,4 +45,43 @@ def test_compare_relabels_both_runs_with_the_installed_oracle(tmp_path: pathlib.
     assert "(1 instances labelled otherwise" in text
     row = next(line for line in text.splitlines() if line.startswith("| bench/Cat"))
     # valid 1 (both accept), invalid 1: base accepted it, other rejected it
-    assert row.split(" | ")[1:] == ["1", "1", "1", "0 (0)", "1", "0", "1 |"]
+    assert row.split(" | ")[1:] == ["1", "1", "1", "0 (?)", "1", "0", "1 |"]  # no `loose` stored
+
+
+class _AnyText:
+    """A compiled grammar that accepts every text (what a backend that drops a schema makes)."""
+
+    backend = "any"
+
+    def matcher(self) -> _AnyText:
+        return self
+
+    def accept_text(self, text: str) -> bool:
+        return True
+
+    def can_stop(self) -> bool:
+        return True
+
+
+class _Compiler:
+    def __init__(self, compiled: object) -> None:
+        self.compiled = compiled
+
+    def clear_cache(self) -> None:
+        pass
+
+    def compile(self, spec: object) -> object:
+        return self.compiled
+
+
+def test_a_grammar_accepting_what_the_oracle_refuses_is_loose(qwen_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from grammars import GrammarCompiler
+
+    records: list[dict[str, Any]] = [
+        {"schema": {"type": "object", "properties": {"a": {"type": "integer"}},
+                    "required": ["a"]}, "tests": [{"data": {"a": 1}}]},
+        {"schema": {}, "tests": [{"data": [1]}]}]  # `{}` admits every probe: not loose
+    stats = collections.defaultdict(collections.Counter)  # type: ignore[var-annotated]
+    assert schema_coverage.measure(_Compiler(_AnyText()), records, stats)["loose"] == [0]
+    llguidance = GrammarCompiler(qwen_tokenizer, backend="llguidance")
+    assert schema_coverage.measure(llguidance, records[:1], stats)["loose"] == []
