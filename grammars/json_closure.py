@@ -64,7 +64,7 @@ import json
 import re
 from typing import Any
 
-from grammars.json_schema import iter_subschemas
+from grammars.json_schema import iter_subschemas, resolve_ref
 
 _ALLOF_MEMBER = re.compile(r"/allOf/\d+$")
 _BRANCH_KEYS = ("anyOf", "oneOf")
@@ -73,22 +73,6 @@ _OPENERS = ("patternProperties", "unevaluatedProperties", "propertyNames")
 _NEGATED = frozenset({"not", "if"})
 _MAP_KEYS = frozenset({"properties", "patternProperties", "$defs", "definitions",
                        "dependentSchemas"})
-
-
-def _resolve(root: Any, ref: Any) -> Any:
-    """The subschema a local `$ref` ("#", "#/a/b") points to, or None."""
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        return None
-    node = root
-    for part in ref[1:].split("/")[1:] if ref != "#" else []:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
 
 
 def _conditional(pointer: str) -> bool:
@@ -118,7 +102,7 @@ def _names(root: Any, sub: Any, seen: set[int]) -> list[str] | None:
         return None
     props = sub.get("properties")
     out: list[str] = list(props) if isinstance(props, dict) else []
-    members: list[Any] = [_resolve(root, sub.get("$ref"))] if "$ref" in sub else []
+    members: list[Any] = [resolve_ref(root, sub.get("$ref"))] if "$ref" in sub else []
     for key in _COMBINATOR_KEYS:
         if isinstance(sub.get(key), list):
             members.extend(sub[key])
@@ -212,10 +196,10 @@ def _allof_targets(root: Any) -> set[int]:
 def _ref_chain(root: Any, sub: Any) -> list[dict[str, Any]]:
     """The subschemas `sub`'s local `$ref` reaches, hop after hop (`sub` itself not included)."""
     out: list[dict[str, Any]] = []
-    target = _resolve(root, sub.get("$ref")) if isinstance(sub, dict) else None
+    target = resolve_ref(root, sub.get("$ref")) if isinstance(sub, dict) else None
     while isinstance(target, dict) and all(target is not seen for seen in out):
         out.append(target)
-        target = _resolve(root, target.get("$ref"))
+        target = resolve_ref(root, target.get("$ref"))
     return out
 
 

@@ -80,9 +80,9 @@ ENFORCED_FORMATS = frozenset(
     }
 )
 
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
-_SCHEMA_SINGLE = (
+SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+SCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
+SCHEMA_SINGLE = (
     "items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
     "unevaluatedItems", "unevaluatedProperties", "additionalItems", "contentSchema",
 )
@@ -97,23 +97,39 @@ def iter_subschemas(schema: Any, pointer: str = "") -> Iterator[tuple[str, dict[
     if not isinstance(schema, dict):
         return
     yield pointer, schema
-    for key in _SCHEMA_MAPS:
+    for key in SCHEMA_MAPS:
         value = schema.get(key)
         if isinstance(value, dict):
             for name, sub in value.items():
                 yield from iter_subschemas(sub, f"{pointer}/{_escape(key)}/{_escape(name)}")
-    for key in _SCHEMA_LISTS:
+    for key in SCHEMA_LISTS:
         value = schema.get(key)
         if isinstance(value, list):
             for index, sub in enumerate(value):
                 yield from iter_subschemas(sub, f"{pointer}/{key}/{index}")
-    for key in _SCHEMA_SINGLE:
+    for key in SCHEMA_SINGLE:
         value = schema.get(key)
         if isinstance(value, dict):
             yield from iter_subschemas(value, f"{pointer}/{key}")
         elif key == "items" and isinstance(value, list):  # draft-7 tuple form
             for index, sub in enumerate(value):
                 yield from iter_subschemas(sub, f"{pointer}/items/{index}")
+
+
+def resolve_ref(root: Any, ref: Any) -> Any:
+    """The subschema a local `$ref` ("#", "#/a/b") points to, or None."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return None
+    node = root
+    for part in ref[1:].split("/")[1:] if ref != "#" else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
 
 
 def _unenforced_here(sub: dict[str, Any]) -> str | None:

@@ -3,7 +3,10 @@
 Contract: `XGrammarBackend(tokenizer, vocab_size=, stop_token_ids=, max_whitespace=)` builds
 the xgrammar TokenizerInfo ONCE (≈1.1 s on Qwen; non-text entries and special control
 tokens encoded as "" so no mask allows them: `text_tokenizer_info`, grammars.vocabulary)
-and an uncached xgrammar compiler (the specgate compiler owns the cache). JSON-schema grammars (after `open_memberless`) use xgrammar's `strict_mode` unless
+and an uncached xgrammar compiler (the specgate compiler owns the cache). JSON-schema grammars
+(after `fold_combinators`: xgrammar drops a schema's own keywords beside `anyOf` / `oneOf`
+and compiles a multi-member `allOf` as any value; then `open_memberless`) use xgrammar's
+`strict_mode` unless
 `allow_extra_properties` (objects/arrays without `additionalProperties` / `items` admit no
 extra members: what vLLM does, and 100× faster to compile than the permissive form;
 "json_object" always admits any object), and
@@ -33,6 +36,7 @@ import xgrammar as xgr
 
 from grammars.errors import GrammarError
 from grammars.grammar_text import normalize_ebnf, normalize_lark
+from grammars.json_fold import fold_combinators
 from grammars.json_schema import check_refs_local, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
@@ -196,8 +200,8 @@ class XGrammarBackend:
         if kind == "json_schema":
             schema = spec.source_json
             check_refs_local(schema)
-            source = spec.source if self.allow_extra_properties else json.dumps(
-                open_memberless(schema))
+            folded = fold_combinators(schema)
+            source = json.dumps(folded if self.allow_extra_properties else open_memberless(folded))
             return self._compiler.compile_json_schema(source, **json_options)
         if kind == "regex":
             return self._compiler.compile_regex(spec.source)
