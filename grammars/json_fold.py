@@ -53,6 +53,7 @@ from grammars.json_schema import (
 
 MAX_BRANCHES = 64
 MAX_GROWTH = 8
+MAX_DEPTH = 32
 
 _LOWER = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties",
           "minContains")
@@ -86,6 +87,7 @@ class _Folder:
         self.root = root
         self.stack: list[str] = []
         self.targets: dict[str, Any] = {}
+        self.depth = 0
 
     def fold(self, node: Any) -> Any:
         """`node` with its children folded, then its own combinators (when it can)."""
@@ -154,7 +156,10 @@ class _Folder:
                 self.targets[ref] = self.fold(target)
             finally:
                 self.stack.pop()
-        return self.targets[ref]
+        folded = self.targets[ref]
+        if isinstance(folded, dict) and ("allOf" in folded or "$ref" in folded):
+            raise _CannotFold  # its own fold failed (a cycle, a conflict): nothing to merge
+        return folded
 
     def merge(self, a: Any, b: Any) -> Any:
         """The conjunction of two folded schemas (raises _CannotFold where not exact)."""
@@ -187,7 +192,15 @@ class _Folder:
         return out[0] if len(out) == 1 else {"anyOf": out}
 
     def _flatten(self, schema: dict[str, Any]) -> dict[str, Any]:
-        folded = self.fold(schema)
+        if "allOf" not in schema and "$ref" not in schema:
+            return schema  # children are folded already
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise _CannotFold
+            folded = self.fold(schema)
+        finally:
+            self.depth -= 1
         if "allOf" in folded or "$ref" in folded:
             raise _CannotFold  # the fold above could not remove them
         return folded if isinstance(folded, dict) else {}
