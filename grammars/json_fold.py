@@ -26,10 +26,12 @@ Not folded (left exactly as written, so as loose as before): conflicting `patter
 `format` / `multipleOf` / `prefixItems` / `propertyNames`, `patternProperties` on either
 side, a recursive `$ref`, a `$ref` beside other keywords on the same schema, draft-4
 boolean `exclusiveMinimum` / `exclusiveMaximum` meeting a bound, more than MAX_BRANCHES
-branches, a schema where a `$ref` points into an `allOf` / `anyOf` / `oneOf`, or a result
-more than MAX_GROWTH times the input's size.
+branches, a schema where a `$ref` points below a schema holding a combinator (other than into
+its `$defs` / `definitions`: `"#/properties/x"` beside a root `anyOf`, whose `properties`
+move into the branches), or a result more than MAX_GROWTH times the input's size.
 Invariant: where a fold happens the result admits exactly what the input admits (2020-12
-semantics, `oneOf` read as `anyOf`); the listed-properties policy (rule 1) then applies to
+semantics, `oneOf` read as `anyOf`, and where both sides of a merge hold one of the UNENFORCED
+keywords, which the backend ignores, only the first side's is kept); the listed-properties policy (rule 1) then applies to
 the result, so a name listed on any merged member counts as listed, as on llguidance
 (grammars.json_closure). Tested against python-jsonschema on fixed and generated instances.
 
@@ -62,7 +64,7 @@ _UPPER = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties
 _BRANCH_KEYS = ("anyOf", "oneOf")
 # kept from the first side: nothing the xgrammar grammar enforces depends on them
 _PASSIVE = (ANNOTATIONS | UNENFORCED) - {"allOf", "anyOf", "oneOf"}
-_INTO_COMBINATOR = re.compile(r'"\$ref":\s*"#[^"]*/(allOf|anyOf|oneOf)/')
+_REF = re.compile(r'"\$ref":\s*"(#[^"]*)"')
 
 
 class _CannotFold(Exception):
@@ -73,13 +75,33 @@ def fold_combinators(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     text = json.dumps(schema)
-    if _INTO_COMBINATOR.search(text):
-        return json.loads(text)
     root = json.loads(text)
+    refs = set(_REF.findall(text))
+    if not all(_outside_folds(root, ref) for ref in refs):
+        return root
     folded = _Folder(root).fold(root)
-    if len(json.dumps(folded)) > MAX_GROWTH * len(text) + 4096:
+    if len(json.dumps(folded)) > MAX_GROWTH * len(text) + 4096 or any(
+            resolve_ref(folded, ref) is None for ref in refs):
         return root
     return folded
+
+
+def _outside_folds(root: Any, ref: str) -> bool:
+    """Whether the `$ref` target keeps its meaning after folding: the path passes no schema
+    holding a combinator, except into its `$defs` / `definitions` (kept as they are)."""
+    node = root
+    for part in ref[1:].split("/")[1:] if ref != "#" else []:
+        if (isinstance(node, dict) and any(key in node for key in ("allOf", *_BRANCH_KEYS))
+                and part not in ("$defs", "definitions")):
+            return False
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return True  # unresolved either way: the backend reports it
+    return True
 
 
 class _Folder:

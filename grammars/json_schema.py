@@ -25,6 +25,9 @@ Contract:
      keywords deleted (so `oneOf` behaves as `anyOf`, `allOf` with several members may
      not be fully enforced, `not` / `if`-`then`-`else` / `uniqueItems` / `contains` /
      `dependent*` / `unevaluatedProperties` are dropped, unknown `format`s accept any string);
+     `allOf` members and a schema's own keywords beside `anyOf` / `oneOf` are merged into
+     plain schemas where that is exact (grammars.json_fold; llguidance merges natively), so
+     on both backends such an `allOf` is enforced unless its members conflict;
   3. unknown keywords are annotations (JSON Schema's own rule) and ignored;
   4. whitespace between JSON tokens is bounded (the compiler's `max_whitespace`), never
      unbounded (vLLM #38696);

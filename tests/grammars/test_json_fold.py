@@ -117,6 +117,9 @@ def test_the_input_is_not_modified() -> None:
     # a $ref into a combinator member
     {"allOf": [{"type": "object"}, {"required": ["a"]}],
      "properties": {"x": {"$ref": "#/allOf/0"}}},
+    # a $ref into the properties that folding moves into the branches
+    {"type": "object", "properties": {"a": {"type": "string"}, "b": {"$ref": "#/properties/a"}},
+     "anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
     # more branches than MAX_BRANCHES
     {"type": "object",
      "anyOf": [{"required": [f"a{i}"]} for i in range(MAX_BRANCHES // 4 + 1)],
@@ -127,6 +130,17 @@ def test_what_cannot_be_folded_exactly_is_left_as_written(schema: dict[str, Any]
     for key in ("allOf", "anyOf", "oneOf"):
         if key in schema:
             assert key in folded or key in json.dumps(folded)
+    for instance in INSTANCES:
+        want, got = _agree(schema, instance)
+        assert want == got, instance
+
+
+def test_refs_into_definitions_beside_a_combinator_still_fold() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/definitions/s"}},
+              "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+              "definitions": {"s": {"type": "string"}}}
+    folded = fold_combinators(schema)
+    assert set(folded) == {"anyOf", "definitions"}
     for instance in INSTANCES:
         want, got = _agree(schema, instance)
         assert want == got, instance
