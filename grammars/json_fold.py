@@ -214,18 +214,22 @@ class _Folder:
         return out[0] if len(out) == 1 else {"anyOf": out}
 
     def _flatten(self, schema: dict[str, Any]) -> dict[str, Any]:
-        if "allOf" not in schema and "$ref" not in schema:
+        """`schema` without `allOf` / `$ref` of its own (raises _CannotFold if it keeps one)."""
+        if "$ref" in schema:
+            folded = self.target(schema)
+        elif "allOf" not in schema:
             return schema  # children are folded already
-        self.depth += 1
-        try:
-            if self.depth > MAX_DEPTH:
-                raise _CannotFold
-            folded = self.fold(schema)
-        finally:
-            self.depth -= 1
-        if "allOf" in folded or "$ref" in folded:
-            raise _CannotFold  # the fold above could not remove them
-        return folded if isinstance(folded, dict) else {}
+        else:
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    raise _CannotFold
+                folded = self.fold(schema)
+            finally:
+                self.depth -= 1
+        if not isinstance(folded, dict) or "allOf" in folded or "$ref" in folded:
+            raise _CannotFold
+        return folded
 
     def _merge_plain(self, a: dict[str, Any], b: dict[str, Any]) -> Any:
         out = dict(a)

@@ -196,3 +196,14 @@ def test_xgrammar_accepts_each_branch(xgr_compiler) -> None:  # type: ignore[no-
         for text in texts:
             matcher = compiled.matcher()
             assert matcher.accept_text(text) and matcher.can_stop(), (name, text)
+
+
+def test_a_property_given_as_ref_on_one_side_merges_with_its_target() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/$defs/s"}},
+              "allOf": [{"properties": {"a": {"maxLength": 2}}, "required": ["a"]}],
+              "$defs": {"s": {"type": "string"}}}
+    folded = fold_combinators(schema)
+    assert folded["properties"]["a"] == {"type": "string", "maxLength": 2}
+    for instance in [*INSTANCES, {"a": "abc"}, {"a": "ab"}]:
+        want, got = _agree(schema, instance)
+        assert want == got, instance
