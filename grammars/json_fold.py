@@ -28,7 +28,9 @@ side, a recursive `$ref`, a `$ref` beside other keywords on the same schema, dra
 boolean `exclusiveMinimum` / `exclusiveMaximum` meeting a bound, more than MAX_BRANCHES
 branches, a schema where a `$ref` points below a schema holding a combinator (other than into
 its `$defs` / `definitions`: `"#/properties/x"` beside a root `anyOf`, whose `properties`
-move into the branches), or a result more than MAX_GROWTH times the input's size.
+move into the branches), a nested `$id` / draft-4 `id` (its `$ref`s resolve against it),
+merges nested deeper than MAX_DEPTH (two recursive schemas), or a result more than
+MAX_GROWTH times the input's size.
 Invariant: where a fold happens the result admits exactly what the input admits (2020-12
 semantics, `oneOf` read as `anyOf`, and where both sides of a merge hold one of the UNENFORCED
 keywords, which the backend ignores, only the first side's is kept); the listed-properties policy (rule 1) then applies to
@@ -50,6 +52,7 @@ from grammars.json_schema import (
     SCHEMA_MAPS,
     SCHEMA_SINGLE,
     UNENFORCED,
+    iter_subschemas,
     resolve_ref,
 )
 
@@ -77,8 +80,10 @@ def fold_combinators(schema: Any) -> Any:
     text = json.dumps(schema)
     root = json.loads(text)
     refs = set(_REF.findall(text))
-    if not all(_outside_folds(root, ref) for ref in refs):
-        return root
+    if not all(_outside_folds(root, ref) for ref in refs) or any(
+            isinstance(sub.get(key), str) for pointer, sub in iter_subschemas(root)
+            if pointer for key in ("$id", "id")):
+        return root  # a nested base URI: its `$ref`s resolve against it, not the root
     folded = _Folder(root).fold(root)
     if len(json.dumps(folded)) > MAX_GROWTH * len(text) + 4096 or any(
             resolve_ref(folded, ref) is None for ref in refs):
@@ -140,7 +145,7 @@ class _Folder:
         members = node.get("allOf")
         if members is not None and not (isinstance(members, list) and len(members) > 0):
             raise _CannotFold
-        keep = {key: node[key] for key in ("$schema", "$id", "$defs", "definitions",
+        keep = {key: node[key] for key in ("$schema", "$id", "id", "$defs", "definitions",
                                             "title", "description") if key in node}
         base = {key: value for key, value in node.items()
                 if key not in keep and key != "allOf"}
@@ -189,8 +194,15 @@ class _Folder:
             return b
         if b is True or a is False:
             return a
-        if not isinstance(a, dict) or not isinstance(b, dict):
-            raise _CannotFold
+        if not isinstance(a, dict) or not isinstance(b, dict) or self.depth >= MAX_DEPTH:
+            raise _CannotFold  # too deep: two recursive schemas merged level after level
+        self.depth += 1
+        try:
+            return self._merge(a, b)
+        finally:
+            self.depth -= 1
+
+    def _merge(self, a: dict[str, Any], b: dict[str, Any]) -> Any:
         a, b = self._flatten(a), self._flatten(b)
         branches_a = _branches(a)
         branches_b = _branches(b)
@@ -220,13 +232,7 @@ class _Folder:
         elif "allOf" not in schema:
             return schema  # children are folded already
         else:
-            self.depth += 1
-            try:
-                if self.depth > MAX_DEPTH:
-                    raise _CannotFold
-                folded = self.fold(schema)
-            finally:
-                self.depth -= 1
+            folded = self.fold(schema)
         if not isinstance(folded, dict) or "allOf" in folded or "$ref" in folded:
             raise _CannotFold
         return folded

@@ -207,3 +207,45 @@ def test_a_property_given_as_ref_on_one_side_merges_with_its_target() -> None:
     for instance in [*INSTANCES, {"a": "abc"}, {"a": "ab"}]:
         want, got = _agree(schema, instance)
         assert want == got, instance
+
+
+def test_two_recursive_schemas_merge_without_recursing_forever() -> None:
+    schema = {"$defs": {"node": {"type": "object",
+                                 "properties": {"kid": {"$ref": "#/$defs/node"}}},
+                        "tagged": {"type": "object",
+                                   "properties": {"kid": {"$ref": "#/$defs/tagged"},
+                                                  "tag": {"type": "string"}}}},
+              "allOf": [{"$ref": "#/$defs/node"}, {"$ref": "#/$defs/tagged"}]}
+    fold_combinators(schema)  # returns (folded as far as MAX_DEPTH allows, or as written)
+    for instance in [{}, {"kid": {"kid": {"tag": "x"}}}, {"kid": {"tag": 1}}, {"tag": "x"}]:
+        want, got = _agree(schema, instance)
+        assert want == got, instance
+
+
+def test_a_nested_id_is_left_as_written() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}},
+              "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+              "definitions": {"x": {"id": "http://example.com/x", "type": "string"}}}
+    assert fold_combinators(schema) == schema
+
+
+def test_folding_changes_no_verdict_on_the_public_split(data_dir) -> None:  # type: ignore[no-untyped-def]
+    """Every JSONSchemaBench schema of the public split the fold changes, on its own test
+    instances: python-jsonschema (formats checked) gives the folded schema the same verdict."""
+    folded_n = instances = 0
+    for path in sorted((data_dir / "jsonschemabench").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            schema = record["schema"]
+            folded = fold_combinators(schema)
+            if folded == schema:
+                continue
+            folded_n += 1
+            cls = jsonschema.validators.validator_for(schema)
+            original = cls(_as_anyof(schema), format_checker=cls.FORMAT_CHECKER)
+            after = cls(_as_anyof(folded), format_checker=cls.FORMAT_CHECKER)
+            for test in record.get("tests", []):
+                instances += 1
+                assert original.is_valid(test["data"]) == after.is_valid(test["data"]), (
+                    record["id"], test["data"])
+    assert folded_n >= 30 and instances >= 100, (folded_n, instances)  # measured 34, 126
