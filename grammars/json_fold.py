@@ -53,6 +53,7 @@ from grammars.json_schema import (
     SCHEMA_SINGLE,
     UNENFORCED,
     iter_subschemas,
+    ref_steps,
     resolve_ref,
 )
 
@@ -94,19 +95,10 @@ def fold_combinators(schema: Any) -> Any:
 def _outside_folds(root: Any, ref: str) -> bool:
     """Whether the `$ref` target keeps its meaning after folding: the path passes no schema
     holding a combinator, except into its `$defs` / `definitions` (kept as they are)."""
-    node = root
-    for part in ref[1:].split("/")[1:] if ref != "#" else []:
-        if (isinstance(node, dict) and any(key in node for key in ("allOf", *_BRANCH_KEYS))
-                and part not in ("$defs", "definitions")):
-            return False
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return True  # unresolved either way: the backend reports it
-    return True
+    found = ref_steps(root, ref)
+    return found is None or not any(  # None: unresolved either way, the backend reports it
+        isinstance(node, dict) and any(key in node for key in ("allOf", *_BRANCH_KEYS))
+        and part not in ("$defs", "definitions") for node, part in found[0])
 
 
 class _Folder:

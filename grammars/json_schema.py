@@ -119,20 +119,29 @@ def iter_subschemas(schema: Any, pointer: str = "") -> Iterator[tuple[str, dict[
                 yield from iter_subschemas(sub, f"{pointer}/items/{index}")
 
 
-def resolve_ref(root: Any, ref: Any) -> Any:
-    """The subschema a local `$ref` ("#", "#/a/b") points to, or None."""
+def ref_steps(root: Any, ref: Any) -> tuple[list[tuple[Any, str]], Any] | None:
+    """The (node, key) steps a local `$ref` ("#", "#/a/b") takes from `root`, and the
+    subschema it reaches; None when it is not local or points nowhere."""
     if not isinstance(ref, str) or not ref.startswith("#"):
         return None
     node = root
+    steps: list[tuple[Any, str]] = []
     for part in ref[1:].split("/")[1:] if ref != "#" else []:
         part = part.replace("~1", "/").replace("~0", "~")
+        steps.append((node, part))
         if isinstance(node, dict) and part in node:
             node = node[part]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
             return None
-    return node
+    return steps, node
+
+
+def resolve_ref(root: Any, ref: Any) -> Any:
+    """The subschema a local `$ref` ("#", "#/a/b") points to, or None."""
+    found = ref_steps(root, ref)
+    return None if found is None else found[1]
 
 
 def _unenforced_here(sub: dict[str, Any]) -> str | None:
