@@ -32,10 +32,16 @@ move into the branches), a nested `$id` / draft-4 `id` (its `$ref`s resolve agai
 merges nested deeper than MAX_DEPTH (two recursive schemas), or a result more than
 MAX_GROWTH times the input's size.
 Invariant: where a fold happens the result admits exactly what the input admits (2020-12
-semantics, `oneOf` read as `anyOf`, and where both sides of a merge hold one of the UNENFORCED
-keywords, which the backend ignores, only the first side's is kept); the listed-properties policy (rule 1) then applies to
-the result, so a name listed on any merged member counts as listed, as on llguidance
-(grammars.json_closure). Tested against python-jsonschema on fixed and generated instances.
+semantics, `oneOf` read as `anyOf`; where both sides of a merge hold one of the UNENFORCED
+keywords, which the backend ignores, only the first side's is kept). The listed-properties
+policy (rule 1) then applies to the result, so a name listed on any merged member counts as
+listed, as on llguidance (grammars.json_closure). Tested against python-jsonschema on fixed
+and generated instances and on every JSONSchemaBench schema the fold changes.
+Measured (benchmarks.schema_coverage, xgrammar backend, six categories of real-world
+schemas): schemas whose grammar admits a value of another shape the schema refuses 40 → 0,
+invalid instances rejected 1,282 → 1,355 of 1,376, valid accepted 769 → 751 of 864 (the 18
+lost were accepted only by admitting anything: 8 write properties out of the schema's
+order, which xgrammar fixes; 10 are object constants, which xgrammar spells one way).
 
 Knows nothing of backends, tokenizers or compilation.
 """
@@ -83,8 +89,8 @@ def fold_combinators(schema: Any) -> Any:
     refs = set(_REF.findall(text))
     if not all(_outside_folds(root, ref) for ref in refs) or any(
             isinstance(sub.get(key), str) for pointer, sub in iter_subschemas(root)
-            if pointer for key in ("$id", "id")):
-        return root  # a nested base URI: its `$ref`s resolve against it, not the root
+            if pointer for key in ("$id", "id")):  # a nested base URI: its `$ref`s resolve
+        return root                                 # against it, not against the root
     folded = _Folder(root).fold(root)
     if len(json.dumps(folded)) > MAX_GROWTH * len(text) + 4096 or any(
             resolve_ref(folded, ref) is None for ref in refs):

@@ -23,7 +23,7 @@ Contract:
      object, not only `{}`;
   2. keywords in UNENFORCED are ignored: the output satisfies the schema with those
      keywords deleted (so `oneOf` behaves as `anyOf`, `allOf` with several members may
-     not be fully enforced, `not` / `if`-`then`-`else` / `uniqueItems` / `contains` /
+     not be fully enforced (where its members conflict, below), `not` / `if`-`then`-`else` / `uniqueItems` / `contains` /
      `dependent*` / `unevaluatedProperties` are dropped, unknown `format`s accept any string);
      `allOf` members and a schema's own keywords beside `anyOf` / `oneOf` are merged into
      plain schemas where that is exact (grammars.json_fold; llguidance merges natively), so
