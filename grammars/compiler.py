@@ -19,7 +19,8 @@ Contract:
   than the whole budget is returned but not cached.
 - With a `disk_cache` (grammars.disk_cache; `enable_disk_cache(directory, max_bytes=)`),
   a grammar missing from memory is loaded from disk when a file for the same tokenizer
-  fingerprint, policy options, backend + library version and spec exists, else compiled and
+  fingerprint, policy options, TRANSLATION_VERSION, backend + library version and spec
+  exists, else compiled and
   written there (backends with `serialize`/`deserialize`: xgrammar, llguidance; SQL
   grammars with a whitespace cap are not written). A corrupt file is a miss (recompiled).
   `CompiledGrammar.from_disk` says which happened.
@@ -76,6 +77,11 @@ class CompiledGrammar:
     def matcher(self) -> Matcher:
         backend = self._compiler._get_backend(self.backend)
         return backend.matcher(self._handle, encode=self._compiler.encode)  # type: ignore[no-any-return]
+
+
+# bumped whenever specgate's own translation of a spec into a backend grammar changes, so a
+# grammar persisted by an older specgate is never read back (2: grammars.json_fold on xgrammar)
+TRANSLATION_VERSION = 2
 
 
 def _library_version(backend: Any) -> str:
@@ -171,7 +177,8 @@ class GrammarCompiler:
     def _disk_key(self, name: str, spec: GrammarSpec) -> str:
         return DiskGrammarCache.key(
             self.fingerprint, self.vocab_size, self.stop_token_ids, self.max_whitespace,
-            self.allow_extra_properties, name, _library_version(self._get_backend(name)), spec)
+            self.allow_extra_properties, TRANSLATION_VERSION, name,
+            _library_version(self._get_backend(name)), spec)
 
     def _from_disk(self, name: str, spec: GrammarSpec) -> tuple[Any, int] | None:
         if self.disk_cache is None or not hasattr(self._get_backend(name), "deserialize"):

@@ -50,6 +50,22 @@ def test_restart_loads_the_same_grammar_from_disk(qwen_tokenizer, tmp_path: path
     assert third.disk_cache is not None and third.disk_cache.errors >= 1
 
 
+def test_a_grammar_persisted_by_another_translation_is_not_read(
+        qwen_tokenizer, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A grammar written before specgate changed how it translates a spec (json_fold) would
+    otherwise be served from disk unchanged after an upgrade."""
+    import grammars.compiler as compiler_module
+
+    spec = GrammarSpec("json_schema", json.dumps(SCHEMA), ())
+    monkeypatch.setattr(compiler_module, "TRANSLATION_VERSION", 1)
+    GrammarCompiler(qwen_tokenizer, vocab_size=QWEN_VOCAB,
+                    disk_cache=DiskGrammarCache(tmp_path, max_bytes=1 << 24)).compile(spec)
+    monkeypatch.setattr(compiler_module, "TRANSLATION_VERSION", 2)
+    upgraded = GrammarCompiler(qwen_tokenizer, vocab_size=QWEN_VOCAB,
+                               disk_cache=DiskGrammarCache(tmp_path, max_bytes=1 << 24))
+    assert not upgraded.compile(spec).from_disk
+
+
 def test_directory_stays_within_its_bound(tmp_path: pathlib.Path) -> None:
     cache = DiskGrammarCache(tmp_path, max_bytes=3000)
     for index in range(10):
