@@ -22,8 +22,12 @@ V = 8
 
 
 def _cpu_kernels() -> Any:
-    import vllm._C  # noqa: F401  - registers torch.ops._C.*
+    # registers torch.ops._C.* from the build this CPU runs (vllm._C needs AVX-512 + bf16 and
+    # dies with an illegal instruction on an AVX2-only CPU; vLLM then loads _C_AVX2)
+    from vllm.platforms.cpu import CpuPlatform
     from vllm.utils import cpu_triton_utils
+
+    CpuPlatform.import_kernels()
 
     return cpu_triton_utils
 
