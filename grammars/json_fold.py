@@ -140,29 +140,23 @@ class _Folder:
     def _own_combinators(self, node: dict[str, Any]) -> Any:
         if "$ref" in node:
             raise _CannotFold
-        members = node.get("allOf")
-        if members is not None and not (isinstance(members, list) and len(members) > 0):
+        members = node.get("allOf", [])
+        if not isinstance(members, list) or ("allOf" in node and not members):
             raise _CannotFold
         keep = {key: node[key] for key in ("$schema", "$id", "id", "$defs", "definitions",
                                             "title", "description") if key in node}
         base = {key: value for key, value in node.items()
                 if key not in keep and key != "allOf"}
-        has_branches = any(key in base for key in _BRANCH_KEYS)
-        if members is None and not has_branches:
-            return node
-        if members is None and not (set(base) - set(_BRANCH_KEYS) - _PASSIVE):
+        if not members and not (set(base) - set(_BRANCH_KEYS) - _PASSIVE):
             return node  # branches alone: xgrammar compiles them as they are
         result: Any = base
-        for member in members or []:
+        for member in members:
             result = self.merge(result, self.target(member))
-        if isinstance(result, dict) and not members:
-            result = self.merge(
-                {k: v for k, v in result.items() if k not in _BRANCH_KEYS},
-                {k: v for k, v in result.items() if k in _BRANCH_KEYS})
+        if not members:  # own keywords beside anyOf / oneOf: merged into each branch
+            result = self.merge({k: v for k, v in base.items() if k not in _BRANCH_KEYS},
+                                {k: v for k, v in base.items() if k in _BRANCH_KEYS})
         if result is False:
             raise _CannotFold  # unsatisfiable as written: leave it to the backend
-        if result is True:
-            result = {}
         return {**keep, **result}
 
     def target(self, member: Any) -> Any:
@@ -325,7 +319,8 @@ def _types(a: Any, b: Any) -> list[str] | str:
 
 
 def _values(a: dict[str, Any], b: dict[str, Any]) -> list[Any] | None:
-    """The allowed values both sides' `enum` / `const` leave, or None when neither has any."""
+    """The values both sides' `enum` / `const` allow, or None unless both sides restrict them
+    (one side's `enum` / `const` is then kept as it is)."""
     sets = []
     for side in (a, b):
         if "const" in side:

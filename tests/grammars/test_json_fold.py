@@ -126,10 +126,7 @@ def test_the_input_is_not_modified() -> None:
      "oneOf": [{"required": [f"b{i}"]} for i in range(5)]},
 ])
 def test_what_cannot_be_folded_exactly_is_left_as_written(schema: dict[str, Any]) -> None:
-    folded = fold_combinators(schema)
-    for key in ("allOf", "anyOf", "oneOf"):
-        if key in schema:
-            assert key in folded or key in json.dumps(folded)
+    assert fold_combinators(schema) == schema
     for instance in INSTANCES:
         want, got = _agree(schema, instance)
         assert want == got, instance
