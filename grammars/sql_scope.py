@@ -25,7 +25,9 @@ and says, character by character, whether it is still on course to resolve in sq
   double quotes); `Q."col"` is refused (only bare columns after a qualifier).
 
 `feed(text)` returns False at the first character that breaks a rule (state then undefined:
-feed a `copy()`); `viable()` says whether the word being typed can still end well;
+feed a `copy()`); it sets `touched` when it consults the text of a closed quoted name (a
+name in FROM, or one before `.`): where it does not, the text is an opaque operand,
+forgotten at the next character, so texts differing only there read alike; `viable()` says whether the word being typed can still end well;
 `can_end()` whether the text may stop here. `word_set()` is the finite set of words the word
 now being typed must be a prefix of (None: any identifier may follow), for the mask layer;
 where it is None, `word_block()` is the co-finite restriction (blocked prefixes, exceptions)
@@ -117,7 +119,7 @@ class SqlScope:
     """Name-resolution state of one query being generated (see the module docstring)."""
 
     __slots__ = ("schema", "scopes", "parens", "mode", "word", "word_set_at_start", "word_block_at_start",
-                 "quoted", "pending", "qual", "operand", "last", "ended", "as_pending")
+                 "quoted", "pending", "qual", "operand", "last", "ended", "as_pending", "touched")
 
     def __init__(self, schema: SqlSchema) -> None:
         self.schema = schema
@@ -134,6 +136,7 @@ class SqlScope:
         self.last = ""  # last non-space character outside words
         self.ended = False  # `;` seen
         self.as_pending = False  # `AS` seen outside FROM: the next word is an alias or a type
+        self.touched = False  # a closed quoted name's text was consulted (see `feed`)
 
     def copy(self) -> SqlScope:
         new = SqlScope.__new__(SqlScope)
@@ -144,7 +147,7 @@ class SqlScope:
         new.word_block_at_start = self.word_block_at_start
         new.quoted, new.pending, new.qual = self.quoted, self.pending, self.qual
         new.operand, new.last, new.ended = self.operand, self.last, self.ended
-        new.as_pending = self.as_pending
+        new.as_pending, new.touched = self.as_pending, self.touched
         return new
 
     def signature(self) -> tuple[object, ...]:
@@ -337,6 +340,7 @@ class SqlScope:
         if self.pending is not None:
             name, self.pending = self.pending, None
             if ch == ".":
+                self.touched = True
                 return self._qualifier(name)
             self.operand = False  # an opaque literal / quoted name was an operand
         if ch in IDENT_CHARS:
@@ -414,6 +418,7 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if scope is not None and scope.clause in ("from", "on") and scope.slot in (
                 "table", "after_table", "after_as", "after_sub"):
+            self.touched = True
             return self._from_name(scope, low, quoted=True)
         self.pending = low
         return True

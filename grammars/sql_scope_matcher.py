@@ -10,9 +10,11 @@ Contract (the Matcher contract of grammars.matcher, plus):
   and one identifier run) are restricted with precomputed groups, never a vocabulary loop;
   where any identifier but a glued alias may come (grammars.sql_glue), the glue prefixes are
   excluded the same way (a co-finite mask: pieces starting with a prefix, minus exceptions);
-  every other token the grammar allows here is read by the scope reader once per reading
-  shape (sql_vocab.reading_shape; less its leading blank where reading a blank leaves the
-  signature unchanged: equal signatures read every text alike), verdicts memoized in one dict
+  every other token the grammar allows here is read by the scope reader once per opaque
+  shape (sql_vocab.opaque_shape: a reading shape less the text of its quoted names; tokens
+  whose reading consults that text, SqlScope.touched, once per reading shape), less a
+  leading blank where reading a blank leaves the signature unchanged (equal signatures read
+  every text alike), verdicts memoized in one dict
   per scope signature (entries counted against `_MEMO`); word pieces of the ~75 small kinds
   (~740 tokens) are found through a per-vocabulary index, not the whole row. A token is
   allowed iff `accept_token` would accept it.
@@ -37,11 +39,13 @@ import torch
 
 from grammars.matcher import Matcher
 from grammars.sql_scope import SqlSchema, SqlScope
-from grammars.sql_vocab import BIG_KINDS, SqlVocab
+from grammars.sql_vocab import BIG_KINDS, SqlVocab, opaque_shape
 
 _MEMO = 1 << 17  # entries; the memo is cleared when it grows past this
 _VERDICTS = ("verdict entries",)  # memo key: how many entries the per-signature verdict dicts hold
 _CLOSER = {'"': '"', "`": "`", "[": "]"}
+_UNREAD = object()  # a verdict not read yet
+_OPAQUE = 1 << 40  # opaque-shape keys, apart from shape keys in one verdict dict
 
 
 class _Signature:
@@ -197,46 +201,65 @@ class ScopedSqlMatcher(Matcher):
 
     def _small_pieces(self, rest: np.ndarray[Any, Any], state: SqlScope,
                       index: _RestIndex) -> list[np.ndarray[Any, Any]]:
-        """The refused word pieces of the small kinds in `rest`: one reading per kind."""
-        small = index.small_ids
-        present = ((rest.view(np.uint32)[small >> 5] >> (small & 31).astype(np.uint32)) & 1) == 1
+        """The refused word pieces of the small kinds in `rest`: one reading per kind and
+        signature, its verdicts kept for all the kind's pieces (_SmallVerdicts)."""
+        present = ((rest.view(np.uint32)[index.small_words] >> index.small_shifts) & 1) == 1
         if not present.any():
             return []
-        ids, kinds = small[present], index.small_kinds[present]
-        refused = []
-        for kind_index in np.unique(kinds).tolist():
+        table: _SmallVerdicts = self._cached(("small",), lambda: _SmallVerdicts(index))
+        kinds = np.unique(index.small_kinds[present])
+        for kind_index in kinds[~table.known[kinds]].tolist():
             mask = self._piece_mask(state, self.vocab.kinds[kind_index])
+            where = index.kind_members[kind_index]  # [m] positions in small_ids
             if mask is not None:
-                members = ids[kinds == kind_index]
-                refused.append(members[((mask[members >> 5] >> (members & 31)) & 1) == 0])
-        return refused
+                members = index.small_ids[where]
+                table.allowed[where] = ((mask[members >> 5] >> (members & 31)) & 1) == 1
+            table.known[kind_index] = True  # after its verdicts: a sharing matcher reads them whole
+        return [index.small_ids[present & ~table.allowed]]
 
     def _read_shapes(self, ids: np.ndarray[Any, Any], state: SqlScope,
                      index: _RestIndex) -> list[np.ndarray[Any, Any]]:
-        """The refused tokens among `ids`: one reading per shape outside a literal (a shape
-        without its leading " " where reading " " leaves the signature as it is: equal
-        signatures read every text alike), one per token inside one; verdicts memoized per
+        """The refused tokens among `ids`: outside a literal, one reading per opaque shape
+        (sql_vocab.opaque_shape: quoted names' text dropped), then one per shape for the
+        tokens whose opaque reading consulted a quoted name's text; either shape less its
+        leading " " where reading " " leaves the signature as it is (equal signatures read
+        every text alike). Inside a literal, one reading per token. Verdicts memoized per
         signature."""
+        verdicts: dict[int, bool | None] = self._cached(("verdicts",), dict)
         if state.mode:
-            keys = -1 - ids
-        elif self._cached(("blank keeps",), lambda: self._blank_keeps(state)):
-            keys = index.unspaced[ids]
-        else:
-            keys = self.vocab.shape_id[ids]
+            return [self._verdicts(-1 - ids, ids, state, verdicts, opaque=False)[0]]
+        unspaced = self._cached(("blank keeps",), lambda: self._blank_keeps(state))
+        opaque = index.opaque_unspaced[ids] if unspaced else index.opaque[ids]
+        refused, touched = self._verdicts(opaque, ids, state, verdicts, opaque=True)
+        if not len(touched):
+            return [refused]
+        keys = index.unspaced[touched] if unspaced else self.vocab.shape_id[touched]
+        return [refused, self._verdicts(keys, touched, state, verdicts, opaque=False)[0]]
+
+    def _verdicts(self, keys: np.ndarray[Any, Any], ids: np.ndarray[Any, Any], state: SqlScope,
+                  verdicts: dict[int, bool | None], *,
+                  opaque: bool) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """(refused ids, undecided ids) among `ids` [n] with reading keys `keys` [n]: one
+        token read per key. With `opaque`, a reading that consulted a quoted name's text
+        decides nothing for its key (verdict None: its ids are undecided)."""
         unique, first = np.unique(keys, return_index=True)
-        verdicts: dict[int, bool] = self._cached(("verdicts",), dict)
-        refused, read = [], 0
+        refused, undecided, read = [], [], 0
         for key, token_id in zip(unique.tolist(), ids[first].tolist(), strict=True):
-            verdict = verdicts.get(key)
-            if verdict is None:
-                verdict = verdicts[key] = self._reads(state, token_id) is not None
+            verdict = verdicts.get(key, _UNREAD)
+            if verdict is _UNREAD:
+                probe = state.copy()
+                probe.touched = False
+                accepted = probe.feed(self.vocab.text[token_id]) and probe.viable()
+                verdict = verdicts[key] = None if opaque and probe.touched else accepted
                 read += 1
-            if not verdict:
+            if verdict is None:
+                undecided.append(key)
+            elif not verdict:
                 refused.append(key)
         self.stats["checked"] += read
         self.stats["memo_hits"] += len(unique) - read
         self._grow(read)
-        return [ids[np.isin(keys, refused)]] if refused else []
+        return _members(ids, keys, refused), _members(ids, keys, undecided)
 
     def _blank_keeps(self, state: SqlScope) -> bool:
         """Whether reading " " here succeeds and leaves the signature unchanged."""
@@ -250,36 +273,82 @@ class _RestIndex:
 
     small_ids: np.ndarray[Any, Any]  # [n] int64 ids of the word pieces of the small kinds
     small_kinds: np.ndarray[Any, Any]  # [n] int32 their kind indices
+    small_words: np.ndarray[Any, Any]  # [n] int64 their mask words (id >> 5)
+    small_shifts: np.ndarray[Any, Any]  # [n] uint32 their bits in those words (id & 31)
+    kind_members: list[np.ndarray[Any, Any]]  # kind index -> [m] int64 positions in small_ids
     small_mask: np.ndarray[Any, Any]  # [W] int32 word mask of small_ids
     unspaced: np.ndarray[Any, Any]  # [V] int64 shape key of the token's shape less a leading " "
+    opaque: np.ndarray[Any, Any]  # [V] int64 key of the token's opaque shape (>= _OPAQUE)
+    opaque_unspaced: np.ndarray[Any, Any]  # [V] int64 the same, less a leading " "
+
+
+class _SmallVerdicts:
+    """Per signature: which small kinds were read (`known` [kinds] bool) and, for their
+    pieces, which are allowed (`allowed` [n] bool over _RestIndex.small_ids; True where the
+    kind is unread, so only read kinds refuse)."""
+
+    __slots__ = ("known", "allowed")
+
+    def __init__(self, index: _RestIndex) -> None:
+        self.known = np.zeros(len(index.kind_members), dtype=bool)
+        self.allowed = np.ones(len(index.small_ids), dtype=bool)
 
 
 _INDEXES: weakref.WeakKeyDictionary[SqlVocab, _RestIndex] = weakref.WeakKeyDictionary()
 
 
+def prepare_vocab(vocab: SqlVocab) -> None:
+    """Build the mask layer's per-vocabulary index now (at compile time, off a request's
+    first mask)."""
+    _rest_index(vocab)
+
+
 def _rest_index(vocab: SqlVocab) -> _RestIndex:
-    """Built once per vocabulary (~0.1 s; a race builds it twice, harmlessly)."""
+    """Built once per vocabulary (~0.3 s; a race builds it twice, harmlessly)."""
     index = _INDEXES.get(vocab)
     if index is None:
         small_ids = np.flatnonzero(vocab.kind_of >= len(BIG_KINDS)).astype(np.int64)
         keys = {shape: int(key) for shape, key in zip(vocab.shape, vocab.shape_id.tolist(), strict=True)}
         unspaced = [keys.setdefault(shape[1:], len(keys)) if shape.startswith(" ") else keys[shape]
                     for shape in vocab.shape]
+        opaque_keys: dict[str, int] = {}
+        opaque = [opaque_keys.setdefault(_opaque(shape), _OPAQUE + len(opaque_keys)) for shape in vocab.shape]
+        opaque_unspaced = [opaque_keys.setdefault(_opaque(shape[1:]), _OPAQUE + len(opaque_keys))
+                           if shape.startswith(" ") else key for shape, key in zip(vocab.shape, opaque, strict=True)]
         mask = np.zeros(vocab.num_words, dtype=np.uint32)
         np.bitwise_or.at(mask, small_ids >> 5, np.left_shift(np.uint32(1), (small_ids & 31).astype(np.uint32)))
-        index = _INDEXES[vocab] = _RestIndex(small_ids, vocab.kind_of[small_ids], mask.view(np.int32),
-                                             np.asarray(unspaced, dtype=np.int64))
+        kinds = vocab.kind_of[small_ids]
+        members = [np.flatnonzero(kinds == kind) for kind in range(len(vocab.kinds))]
+        index = _INDEXES[vocab] = _RestIndex(small_ids, kinds, small_ids >> 5, (small_ids & 31).astype(np.uint32),
+                                             members, mask.view(np.int32),
+                                             np.asarray(unspaced, dtype=np.int64),
+                                             np.asarray(opaque, dtype=np.int64),
+                                             np.asarray(opaque_unspaced, dtype=np.int64))
     return index
 
 
+def _members(ids: np.ndarray[Any, Any], keys: np.ndarray[Any, Any], chosen: list[int]) -> np.ndarray[Any, Any]:
+    """The ids [n] whose keys [n] are among `chosen`."""
+    return ids[np.isin(keys, chosen)] if chosen else ids[:0]
+
+
+def _opaque(shape: str) -> str:
+    return opaque_shape(shape) if '"' in shape or "`" in shape or "[" in shape else shape
+
+
 def _token_ids(words: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """The ids of the set bits of an int32 word mask [W], ascending."""
+    """The ids of the set bits of an int32 word mask [W], in no particular order: one pass
+    per bit of the fullest word (lowest set bits first), not one per bit of the mask."""
     hot = np.flatnonzero(words)
-    if not len(hot):
-        return hot
-    bits = np.unpackbits(words[hot].view(np.uint8), bitorder="little").reshape(len(hot), 32)
-    rows, cols = np.nonzero(bits)
-    return hot[rows] * 32 + cols  # type: ignore[no-any-return]
+    bits = words[hot].view(np.uint32).astype(np.int64)
+    out = []
+    while len(hot):
+        low = bits & -bits
+        out.append(hot * 32 + np.frexp(low.astype(np.float64))[1] - 1)  # log2 of a power of two
+        bits ^= low
+        more = bits != 0
+        hot, bits = hot[more], bits[more]
+    return np.concatenate(out) if out else hot
 
 
 def _clear_many(words: np.ndarray[Any, Any], token_ids: np.ndarray[Any, Any]) -> None:

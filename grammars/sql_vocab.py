@@ -119,6 +119,28 @@ def reading_shape(text: str) -> str:
     return "".join(out)
 
 
+def opaque_shape(shape: str) -> str:
+    """A reading shape with the text of each closed quoted name dropped (`"x"` -> `""`, also
+    `` `x` `` and `[x]`) unless a `.` follows it (`"x".`: a qualifier, whose text matters).
+    Texts of one opaque shape read alike from any state where reading them consults no
+    quoted name's text (SqlScope.touched stays False): elsewhere the name is an opaque
+    operand, forgotten at the next character."""
+    out: list[str] = []
+    closer = ""
+    opened = 0
+    for index, ch in enumerate(shape):
+        if closer:
+            if ch != closer:
+                continue
+            closer = ""
+            if shape[index + 1 : index + 2] == ".":
+                out.append(shape[opened:index])
+        elif ch in _OPEN and ch != "'":
+            closer, opened = _OPEN[ch], index + 1
+        out.append(ch)
+    return "".join(out)
+
+
 class SqlVocab:
     def __init__(self, decoded_vocab: Sequence[bytes], *, vocab_size: int) -> None:
         self.vocab_size = vocab_size

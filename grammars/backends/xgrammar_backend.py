@@ -42,7 +42,7 @@ from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.sql import SQL_MAX_WHITESPACE, sql_ebnf, sql_ebnf_bounded
 from grammars.sql_scope import SqlSchema
-from grammars.sql_scope_matcher import scoped_sql_matcher, sql_scope_schema
+from grammars.sql_scope_matcher import prepare_vocab, scoped_sql_matcher, sql_scope_schema
 from grammars.sql_vocab import SqlVocab
 from grammars.tools import structural_tag
 from grammars.vocabulary import TokenizerVocabulary
@@ -217,6 +217,8 @@ class XGrammarBackend:
         if kind == "sql":
             schema = spec.source_json["schema"]
             ebnf = sql_ebnf(None if schema is None else schema["tables"])
+            if schema is not None:  # the scope layer's vocabulary view, built here, off the first mask
+                prepare_vocab(self._sql_words())
             return _WithWhitespaceCap(
                 self._compiler.compile_grammar(ebnf), b" \t\n", SQL_MAX_WHITESPACE,
                 lambda: xgr.Grammar.from_ebnf(sql_ebnf_bounded(ebnf)),

@@ -17,6 +17,7 @@ from grammars import spec_from_request
 from grammars.sql import FUNCTIONS, parse_sql_schema
 from grammars.sql_check import check_sql
 from grammars.sql_scope import SqlSchema, SqlScope
+from grammars.sql_vocab import opaque_shape
 from tokenmask import unpack_bitmask
 
 SPIDER = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "text2sql" / "spider"
@@ -160,6 +161,29 @@ def test_mask_equals_token_by_token_reading(xgr_compiler: Any) -> None:
             assert _mask_vs_reading(matcher, bitmask, vocab_size) == []
             checked += 1
     assert checked == 9
+
+
+@pytest.mark.parametrize("prefix", [
+    'SELECT "_".Year FROM stadium AS',  # the alias "_" must have Year: stadium has none
+    'SELECT "_".Year FROM stadium',
+    'SELECT T1.Name FROM stadium AS T1 JOIN concert AS "_" ON',
+    'SELECT "T1".Name FROM "stadium" AS "T1" WHERE "T1".Capacity =',
+])
+def test_mask_reads_quoted_names_where_their_text_matters(xgr_compiler: Any, prefix: str) -> None:
+    # ` "_"` and ` ""` share an opaque shape; in an alias slot only ` ""` fits, so a mask that
+    # let one reading decide both (SqlScope.touched ignored) disagrees here
+    matcher = _compiled(xgr_compiler, "concert_singer").matcher()
+    assert all(matcher.accept_token(t) for t in xgr_compiler.encode(prefix))
+    assert _mask_vs_reading(matcher, xgr_compiler.allocate_bitmask(2), xgr_compiler.vocab_size) == []
+
+
+def test_opaque_shape_drops_quoted_names_but_qualifiers() -> None:
+    assert opaque_shape(' "-"') == ' ""'
+    assert opaque_shape('("x");') == '("");'
+    assert opaque_shape('[a].b [c]') == '[a].b []'
+    assert opaque_shape('"x".') == '"x".'
+    assert opaque_shape("''=") == "''="
+    assert opaque_shape('"') == '"'
 
 
 def test_fill_masks_and_rollback_are_exact(xgr_compiler: Any) -> None:
