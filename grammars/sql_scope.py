@@ -27,7 +27,8 @@ and says, character by character, whether it is still on course to resolve in sq
 `feed(text)` returns False at the first character that breaks a rule (state then undefined:
 feed a `copy()`); it sets `touched` when it consults the text of a closed quoted name (a
 name in FROM, or one before `.`): where it does not, the text is an opaque operand,
-forgotten at the next character, so texts differing only there read alike; `viable()` says whether the word being typed can still end well;
+forgotten at the next character, so texts differing only there read alike. `viable()` says
+whether the word being typed can still end well;
 `can_end()` whether the text may stop here. `word_set()` is the finite set of words the word
 now being typed must be a prefix of (None: any identifier may follow), for the mask layer;
 where it is None, `word_block()` is the co-finite restriction (blocked prefixes, exceptions)

@@ -29,7 +29,9 @@ by the mask layer (grammars.sql_scope_matcher), cheap because a SQL grammar allo
   that are whitespace only and `ops` those made of whitespace and operator characters
   (=<>!+-/%|&~^, at least one): each class reads like one representative (" ", " =").
 - `text[i]` is token i's text ("" past the decoded vocabulary); `shape[i]` = `reading_shape`:
-  two tokens with one shape read the same to SqlScope from any state outside a literal.
+  two tokens with one shape read the same to SqlScope from any state outside a literal;
+  `opaque_shape(shape)` drops the text of its quoted names as well: two tokens with one
+  opaque shape read the same from any state where the reading leaves SqlScope.touched False.
 
 Knows nothing of grammars, matchers or HTTP.
 """
