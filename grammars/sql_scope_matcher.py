@@ -315,8 +315,8 @@ def _rest_index(vocab: SqlVocab) -> _RestIndex:
         unspaced = [keys.setdefault(shape[1:], len(keys)) if shape.startswith(" ") else keys[shape]
                     for shape in vocab.shape]
         opaque_keys: dict[str, int] = {}
-        opaque = [opaque_keys.setdefault(_opaque(shape), _OPAQUE + len(opaque_keys)) for shape in vocab.shape]
-        opaque_unspaced = [opaque_keys.setdefault(_opaque(shape[1:]), _OPAQUE + len(opaque_keys))
+        opaque = [opaque_keys.setdefault(opaque_shape(shape), _OPAQUE + len(opaque_keys)) for shape in vocab.shape]
+        opaque_unspaced = [opaque_keys.setdefault(opaque_shape(shape[1:]), _OPAQUE + len(opaque_keys))
                            if shape.startswith(" ") else key for shape, key in zip(vocab.shape, opaque, strict=True)]
         mask = np.zeros(vocab.num_words, dtype=np.uint32)
         np.bitwise_or.at(mask, small_ids >> 5, np.left_shift(np.uint32(1), (small_ids & 31).astype(np.uint32)))
@@ -333,10 +333,6 @@ def _rest_index(vocab: SqlVocab) -> _RestIndex:
 def _members(ids: np.ndarray[Any, Any], keys: np.ndarray[Any, Any], chosen: list[int]) -> np.ndarray[Any, Any]:
     """The ids [n] whose keys [n] are among `chosen`."""
     return ids[np.isin(keys, chosen)] if chosen else ids[:0]
-
-
-def _opaque(shape: str) -> str:
-    return opaque_shape(shape) if '"' in shape or "`" in shape or "[" in shape else shape
 
 
 def _token_ids(words: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

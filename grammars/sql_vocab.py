@@ -127,6 +127,8 @@ def opaque_shape(shape: str) -> str:
     Texts of one opaque shape read alike from any state where reading them consults no
     quoted name's text (SqlScope.touched stays False): elsewhere the name is an opaque
     operand, forgotten at the next character."""
+    if '"' not in shape and "`" not in shape and "[" not in shape:
+        return shape  # no quoted name (most shapes): nothing to drop
     out: list[str] = []
     closer = ""
     opened = 0
