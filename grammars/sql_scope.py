@@ -104,7 +104,7 @@ class SqlSchema:
         self.all_columns = frozenset(c for cols in self.columns.values() for c in cols)
         self.functions = functions
         self._fits: dict[frozenset[str], frozenset[str]] = {}
-        self.memo: dict[tuple[object, ...], Any] = {}  # for the mask layer: shared by its matchers
+        self.memo: dict[object, Any] = {}  # for the mask layer (its signature tables): shared by its matchers
         self.blocks: dict[tuple[object, ...], sql_glue.Block | None] = {}  # SqlScope.word_block's
 
     def fitting_columns(self, required: frozenset[str]) -> frozenset[str]:

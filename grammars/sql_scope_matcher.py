@@ -6,29 +6,33 @@ Contract (the Matcher contract of grammars.matcher, plus):
   scope reader accepts its text with the word being typed still viable; a stop token iff the
   grammar is complete and the scope reader may end (every qualifier bound, ...).
 - `fill_mask` is the grammar's mask ANDed with the scope layer's, exact over the whole
-  vocabulary: word pieces (grammars.sql_vocab: ~84k tokens that are at most one separator
-  and one identifier run) are restricted with precomputed groups, never a vocabulary loop;
-  where any identifier but a glued alias may come (grammars.sql_glue), the glue prefixes are
-  excluded the same way (a co-finite mask: pieces starting with a prefix, minus exceptions);
-  every other token the grammar allows here is read by the scope reader once per opaque
-  shape (sql_vocab.opaque_shape: a reading shape less the text of its quoted names; tokens
-  whose reading consults that text, SqlScope.touched, once per reading shape), less a
-  leading blank where reading a blank leaves the signature unchanged (equal signatures read
-  every text alike), verdicts memoized in one dict
-  per scope signature (entries counted against `_MEMO`); word pieces of the ~75 small kinds
-  (~740 tokens) are found through a per-vocabulary index, not the whole row. A token is
-  allowed iff `accept_token` would accept it.
+  vocabulary, read from one `_SignatureTable` per scope signature (a token's verdict is a
+  function of the signature; the tables are shared by the grammar's matchers, at most
+  `_TABLES` kept): word pieces (grammars.sql_vocab: ~84k tokens that are at most one
+  separator and one identifier run) of the big kinds, blanks, operators and stop tokens are
+  decided whole when the table is made (precomputed groups, never a vocabulary loop; where
+  any identifier but a glued alias may come, grammars.sql_glue, a co-finite mask); every
+  other token the grammar allows and the table has no verdict for is read then, once per
+  reading key, and the verdict recorded for every token of the vocabulary with that key:
+  per small piece kind (~75 kinds, ~740 tokens), per opaque shape (sql_vocab.opaque_shape:
+  a reading shape less the text of its quoted names), per reading shape for tokens whose
+  reading consults that text (SqlScope.touched), either shape less a leading blank where
+  reading a blank leaves the signature unchanged; inside a literal, per token. A fill whose
+  tokens all have verdicts is a few whole-row operations. A token is allowed iff
+  `accept_token` would accept it.
 - Never a dead end by construction of SqlScope: a prefix it lets through can always be
   completed (an alias can be any identifier, a bound qualifier exists after FROM, a table
   with the required columns exists before it, JOIN is always possible while FROM must go on).
 - `rollback(n)` pops n scope states and rolls the inner matcher back: exact.
-- `stats` counts fills, tokens read one by one and memo hits (pure counters).
+- `stats` counts fills, readings (`checked`) and fills that read nothing (`memo_hits`):
+  pure counters.
 
 Knows nothing of sampling, engines or HTTP.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,11 +45,9 @@ from grammars.matcher import Matcher
 from grammars.sql_scope import SqlSchema, SqlScope
 from grammars.sql_vocab import BIG_KINDS, SqlVocab, opaque_shape
 
-_MEMO = 1 << 17  # entries; the memo is cleared when it grows past this
-_VERDICTS = ("verdict entries",)  # memo key: how many entries the per-signature verdict dicts hold
+_TABLES = 256  # signature tables a compiled grammar keeps (~57 KB each on a 152k vocabulary)
 _CLOSER = {'"': '"', "`": "`", "[": "]"}
-_UNREAD = object()  # a verdict not read yet
-_OPAQUE = 1 << 40  # opaque-shape keys, apart from shape keys in one verdict dict
+_PACK_FROM = 1024  # ids recorded at once from which a bool row + packbits beats a scatter
 
 
 class _Signature:
@@ -74,10 +76,10 @@ class ScopedSqlMatcher(Matcher):
         self.vocab = vocab
         self._states = [SqlScope(schema)]
         self._signatures: list[_Signature | None] = [None]
-        self._memo = schema.memo  # (signature, what) -> verdict / mask, shared by the grammar's matchers
+        self._memo = schema.memo  # signature -> _SignatureTable, shared by the grammar's matchers
         self.stats = {"fills": 0, "checked": 0, "memo_hits": 0}
         self._none = np.zeros(vocab.num_words, dtype=np.int32)
-        self._stop_ids = np.asarray(sorted(self._stop_set), dtype=np.int64)
+        self._stop_bits = _bits(np.asarray(sorted(self._stop_set), dtype=np.int64), vocab.num_words)
 
     # -- the scope reader on one token ------------------------------------------------------
     def _reads(self, state: SqlScope, token_id: int) -> SqlScope | None:
@@ -123,39 +125,67 @@ class ScopedSqlMatcher(Matcher):
         self.stats["fills"] += 1
         words = bitmask[row].numpy()  # [W] int32, shares memory with the tensor
         state = self._states[-1]
-        if not self._cached(("end",), state.can_end):
-            for stop in self.stop_token_ids:
-                _clear(words, stop)
-        self._restrict_pieces(words, state)
-        self._check_rest(words, state)
+        table = self._table(state)
+        words &= table.keep
+        bits = words.view(np.uint32)
+        index = _rest_index(self.vocab)
+        unknown = bits & ~table.decided  # [W] uint32
+        unknown &= index.closing[state.mode] if state.mode else index.unclassed
+        if unknown.any():
+            self._decide(unknown, state, table, index)
+        else:
+            self.stats["memo_hits"] += 1
+        bits &= ~table.refused
 
-    def _remember(self, key: tuple[object, ...], value: Any) -> None:
-        if len(self._memo) + self._memo.get(_VERDICTS, 0) > _MEMO:
-            self._memo.clear()
-        self._memo[key] = value
+    def _table(self, state: SqlScope) -> _SignatureTable:
+        """The current signature's table, made on its first fill (the memo holds at most
+        _TABLES, the oldest dropped first)."""
+        key = self._signature()
+        table: _SignatureTable | None = self._memo.get(key)
+        if table is None:
+            table = _SignatureTable(self._keep(state), self._stop_bits,
+                                    unspaced=not state.mode and self._blank_keeps(state))
+            while len(self._memo) >= _TABLES:
+                try:
+                    del self._memo[next(iter(self._memo))]
+                except (KeyError, RuntimeError, StopIteration):  # another matcher evicted it
+                    break
+            self._memo[key] = table
+        return table
 
-    def _grow(self, verdicts: int) -> None:
-        """Count `verdicts` new entries of the per-signature verdict dicts against _MEMO."""
-        if verdicts:
-            self._memo[_VERDICTS] = self._memo.get(_VERDICTS, 0) + verdicts
+    def _keep(self, state: SqlScope) -> np.ndarray[Any, Any]:
+        """[W] int32 mask of what the scope allows among the classes decided whole: word
+        pieces of the big kinds (precomputed groups), blanks and operators (each reads like
+        one representative outside a literal), stop tokens (can_end)."""
+        vocab = self.vocab
+        keep = np.full(vocab.num_words, -1, dtype=np.int32)
+        for kind in BIG_KINDS:
+            if kind == "":
+                typed = state.word
+                if typed and typed[0].isdigit():
+                    continue
+                allowed = state.word_set_at_start if typed else state.word_set()
+                if allowed is not None:
+                    keep &= ~vocab.pieces[kind] | vocab.allowed(kind, typed.lower(), allowed)
+                    continue
+                block = state.word_block_at_start if typed else state.word_block()
+                if block is not None:  # the glued-alias rule (grammars.sql_glue): co-finite
+                    keep &= ~vocab.pieces[kind] | vocab.allowed_except(kind, typed.lower(), *block)
+                continue
+            mask = self._piece_mask(state, kind)
+            if mask is not None:
+                keep &= ~vocab.pieces[kind] | mask
+        if not state.mode:
+            for cls, text in ((vocab.blank, " "), (vocab.ops, " =")):
+                if not state.copy().feed(text):
+                    keep &= ~cls
+        if not state.can_end():
+            keep &= ~self._stop_bits.view(np.int32)
+        return keep
 
-    def _cached(self, what: tuple[object, ...], compute: Callable[[], Any]) -> Any:
-        key = (self._signature(), *what)
-        try:
-            return self._memo[key]
-        except KeyError:
-            pass
-        value = compute()
-        self._remember(key, value)
-        return value
-
-    # -- helpers ----------------------------------------------------------------------------
     def _piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
         """Allowed pieces of `kind` (a pre other than ""): None when all are, or all refused
         (an all-zero mask) when the pre itself breaks a rule."""
-        return self._cached(("kind", kind), lambda: self._compute_piece_mask(state, kind))  # type: ignore[no-any-return]
-
-    def _compute_piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
         after = state.copy()
         if not after.feed(kind):
             return self._none
@@ -165,104 +195,61 @@ class ScopedSqlMatcher(Matcher):
         block = after.word_block()
         return None if block is None else self.vocab.allowed_except(kind, "", *block)
 
-    def _restrict_pieces(self, words: np.ndarray[Any, Any], state: SqlScope) -> None:
-        vocab = self.vocab
-        for kind in BIG_KINDS:
-            if kind == "":
-                typed = state.word
-                if typed and typed[0].isdigit():
-                    continue
-                allowed = state.word_set_at_start if typed else self._cached(("set",), state.word_set)
-                if allowed is not None:
-                    words &= ~vocab.pieces[kind] | vocab.allowed(kind, typed.lower(), allowed)
-                    continue
-                block = state.word_block_at_start if typed else self._cached(("block",), state.word_block)
-                if block is not None:  # the glued-alias rule (grammars.sql_glue): co-finite
-                    words &= ~vocab.pieces[kind] | vocab.allowed_except(kind, typed.lower(), *block)
-                continue
-            mask = self._piece_mask(state, kind)
-            if mask is not None:
-                words &= ~vocab.pieces[kind] | mask
-
-    def _check_rest(self, words: np.ndarray[Any, Any], state: SqlScope) -> None:
-        vocab = self.vocab
-        index = _rest_index(vocab)
+    def _decide(self, unknown: np.ndarray[Any, Any], state: SqlScope, table: _SignatureTable,
+                index: _RestIndex) -> None:
+        """Read the tokens of `unknown` ([W] uint32: allowed by the grammar, no verdict yet)
+        and record the verdicts in `table`, for every token sharing a reading key with one
+        read: inside a literal one reading per token; outside, one per small piece kind,
+        then one per opaque shape (sql_vocab.opaque_shape: quoted names' text dropped), then
+        one per shape for the tokens whose opaque reading consulted a quoted name's text
+        (SqlScope.touched); either shape less its leading " " where reading " " leaves the
+        signature as it is (equal signatures read every text alike)."""
+        ids = _token_ids(unknown)  # [n]
+        decided: list[np.ndarray[Any, Any]] = []
         refused: list[np.ndarray[Any, Any]] = []
-        if state.mode:  # inside a literal / quoted name: only a closing character matters
-            rest = words & vocab.closing["'" if state.mode == "'" else _CLOSER[state.mode]]
-        else:
-            for cls, text in ((vocab.blank, " "), (vocab.ops, " =")):
-                if not self._cached(("class", text), lambda text=text: state.copy().feed(text)):  # type: ignore[misc]
-                    words &= ~cls
-            rest = words & ~vocab.classed
-            refused.extend(self._small_pieces(rest, state, index))
-            rest &= ~index.small_mask
-        ids = _token_ids(rest)  # [n] token ids the grammar allows, still to decide
-        ids = ids[~np.isin(ids, self._stop_ids)]
-        if len(ids):
-            refused.extend(self._read_shapes(ids, state, index))
-        if refused:
-            _clear_many(words, np.concatenate(refused))
-
-    def _small_pieces(self, rest: np.ndarray[Any, Any], state: SqlScope,
-                      index: _RestIndex) -> list[np.ndarray[Any, Any]]:
-        """The refused word pieces of the small kinds in `rest`: one reading per kind and
-        signature, its verdicts kept for all the kind's pieces (_SmallVerdicts)."""
-        present = ((rest.view(np.uint32)[index.small_words] >> index.small_shifts) & 1) == 1
-        if not present.any():
-            return []
-        table: _SmallVerdicts = self._cached(("small",), lambda: _SmallVerdicts(index))
-        kinds = np.unique(index.small_kinds[present])
-        for kind_index in kinds[~table.known[kinds]].tolist():
-            mask = self._piece_mask(state, self.vocab.kinds[kind_index])
-            where = index.kind_members[kind_index]  # [m] positions in small_ids
-            if mask is not None:
-                members = index.small_ids[where]
-                table.allowed[where] = ((mask[members >> 5] >> (members & 31)) & 1) == 1
-            table.known[kind_index] = True  # after its verdicts: a sharing matcher reads them whole
-        return [index.small_ids[present & ~table.allowed]]
-
-    def _read_shapes(self, ids: np.ndarray[Any, Any], state: SqlScope,
-                     index: _RestIndex) -> list[np.ndarray[Any, Any]]:
-        """The refused tokens among `ids`: outside a literal, one reading per opaque shape
-        (sql_vocab.opaque_shape: quoted names' text dropped), then one per shape for the
-        tokens whose opaque reading consulted a quoted name's text; either shape less its
-        leading " " where reading " " leaves the signature as it is (equal signatures read
-        every text alike). Inside a literal, one reading per token. Verdicts memoized per
-        signature."""
-        verdicts: dict[int, bool | None] = self._cached(("verdicts",), dict)
+        reads = 0
         if state.mode:
-            return [self._verdicts(-1 - ids, ids, state, verdicts, opaque=False)[0]]
-        unspaced = self._cached(("blank keeps",), lambda: self._blank_keeps(state))
-        opaque = index.opaque_unspaced[ids] if unspaced else index.opaque[ids]
-        refused, touched = self._verdicts(opaque, ids, state, verdicts, opaque=True)
-        if not len(touched):
-            return [refused]
-        keys = index.unspaced[touched] if unspaced else self.vocab.shape_id[touched]
-        return [refused, self._verdicts(keys, touched, state, verdicts, opaque=False)[0]]
-
-    def _verdicts(self, keys: np.ndarray[Any, Any], ids: np.ndarray[Any, Any], state: SqlScope,
-                  verdicts: dict[int, bool | None], *,
-                  opaque: bool) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        """(refused ids, undecided ids) among `ids` [n] with reading keys `keys` [n]: one
-        token read per key. With `opaque`, a reading that consulted a quoted name's text
-        decides nothing for its key (verdict None: its ids are undecided)."""
-        unique, first = np.unique(keys, return_index=True)
-        refused, undecided, read = [], [], 0
-        for key, token_id in zip(unique.tolist(), ids[first].tolist(), strict=True):
-            verdict = verdicts.get(key, _UNREAD)
-            if verdict is _UNREAD:
+            verdicts = [self._probe(state, token_id)[1] for token_id in ids.tolist()]
+            decided.append(ids)
+            refused.append(ids[~np.asarray(verdicts, dtype=bool)])
+            reads += len(ids)
+        else:
+            small = index.is_small[ids]
+            if small.any():
+                for kind_index in np.unique(self.vocab.kind_of[ids[small]]).tolist():
+                    members = index.small_ids[index.kind_members[kind_index]]
+                    decided.append(members)
+                    mask = self._piece_mask(state, self.vocab.kinds[kind_index])
+                    if mask is not None:
+                        refused.append(members[((mask.view(np.uint32)[members >> 5] >> (members & 31)) & 1) == 0])
+                    reads += 1
+                ids = ids[~small]
+            opaque, shape = index.groups[2:] if table.unspaced else index.groups[:2]
+            keys = opaque.key[ids]
+            unique, first = np.unique(keys, return_index=True)
+            for key, token_id in zip(unique.tolist(), ids[first].tolist(), strict=True):
+                if key in table.touched:
+                    continue
                 probe, accepted = self._probe(state, token_id)
-                verdict = verdicts[key] = None if opaque and probe.touched else accepted
-                read += 1
-            if verdict is None:
-                undecided.append(key)
-            elif not verdict:
-                refused.append(key)
-        self.stats["checked"] += read
-        self.stats["memo_hits"] += len(unique) - read
-        self._grow(read)
-        return _members(ids, keys, refused), _members(ids, keys, undecided)
+                reads += 1
+                if probe.touched:  # decides nothing for its opaque shape: read per shape
+                    table.touched.add(key)
+                    continue
+                decided.append(members := opaque.members(key))
+                if not accepted:
+                    refused.append(members)
+            if table.touched:
+                ids = ids[np.isin(keys, list(table.touched))]
+                keys = shape.key[ids]
+                unique, first = np.unique(keys, return_index=True)
+                for key, token_id in zip(unique.tolist(), ids[first].tolist(), strict=True):
+                    decided.append(members := shape.members(key))
+                    if not self._probe(state, token_id)[1]:
+                        refused.append(members)
+                    reads += 1
+        self.stats["checked"] += reads
+        if decided:
+            table.record(np.concatenate(decided), np.concatenate(refused) if refused else None)
 
     def _blank_keeps(self, state: SqlScope) -> bool:
         """Whether reading " " here succeeds and leaves the signature unchanged."""
@@ -270,31 +257,64 @@ class ScopedSqlMatcher(Matcher):
         return probe.feed(" ") and _Signature(probe.signature()) == self._signature()
 
 
+class _SignatureTable:
+    """The scope layer's verdicts at one signature over the whole vocabulary, as far as
+    read (a token's verdict is a function of the signature: equal signatures read every text
+    alike). `keep` [W] int32: the classes decided whole (big-kind pieces, blanks, operators,
+    stop tokens); `decided` [W] uint32: other tokens whose verdict is known; `refused` [W]
+    uint32, within `decided`; `touched`: opaque-shape keys decided per shape instead;
+    `unspaced`: the reading keys drop a leading " " here. Written under `lock`, `refused`
+    before `decided`, so a matcher sharing the table never sees a verdict half-recorded."""
+
+    __slots__ = ("keep", "decided", "refused", "touched", "unspaced", "lock")
+
+    def __init__(self, keep: np.ndarray[Any, Any], stops: np.ndarray[Any, Any], *, unspaced: bool) -> None:
+        self.keep = keep
+        self.decided = stops.copy()  # stop tokens are `keep`'s
+        self.refused = np.zeros_like(stops)
+        self.touched: set[int] = set()
+        self.unspaced = unspaced
+        self.lock = threading.Lock()
+
+    def record(self, decided: np.ndarray[Any, Any], refused: np.ndarray[Any, Any] | None) -> None:
+        """Record verdicts: `decided` [n] token ids, of which `refused` [m] are refused."""
+        words = len(self.decided)
+        with self.lock:
+            if refused is not None and len(refused):
+                self.refused |= _bits(refused, words)
+            self.decided |= _bits(decided, words)
+
+
+@dataclass(frozen=True, slots=True)
+class _KeyGroups:
+    """Tokens grouped by one reading-key map: `key` [V] int64 each token's key; `members(k)`
+    the ids [m] of the tokens with key k (sorted by key once: `order`, `sorted_keys`)."""
+
+    key: np.ndarray[Any, Any]
+    order: np.ndarray[Any, Any]
+    sorted_keys: np.ndarray[Any, Any]
+
+    @classmethod
+    def of(cls, key: np.ndarray[Any, Any]) -> _KeyGroups:
+        order = np.argsort(key, kind="stable")
+        return cls(key, order, key[order])
+
+    def members(self, key: int) -> np.ndarray[Any, Any]:
+        lo, hi = np.searchsorted(self.sorted_keys, [key, key + 1])
+        return self.order[lo:hi]
+
+
 @dataclass(frozen=True, slots=True)
 class _RestIndex:
-    """Per-vocabulary arrays for the tokens outside the big word-piece groups."""
+    """Per-vocabulary arrays for the tokens outside the classes decided whole."""
 
     small_ids: np.ndarray[Any, Any]  # [n] int64 ids of the word pieces of the small kinds
-    small_kinds: np.ndarray[Any, Any]  # [n] int32 their kind indices
-    small_words: np.ndarray[Any, Any]  # [n] int64 their mask words (id >> 5)
-    small_shifts: np.ndarray[Any, Any]  # [n] uint32 their bits in those words (id & 31)
+    is_small: np.ndarray[Any, Any]  # [V] bool: a word piece of a small kind
     kind_members: list[np.ndarray[Any, Any]]  # kind index -> [m] int64 positions in small_ids
-    small_mask: np.ndarray[Any, Any]  # [W] int32 word mask of small_ids
-    unspaced: np.ndarray[Any, Any]  # [V] int64 shape key of the token's shape less a leading " "
-    opaque: np.ndarray[Any, Any]  # [V] int64 key of the token's opaque shape (>= _OPAQUE)
-    opaque_unspaced: np.ndarray[Any, Any]  # [V] int64 the same, less a leading " "
-
-
-class _SmallVerdicts:
-    """Per signature: which small kinds were read (`known` [kinds] bool) and, for their
-    pieces, which are allowed (`allowed` [n] bool over _RestIndex.small_ids; True where the
-    kind is unread, so only read kinds refuse)."""
-
-    __slots__ = ("known", "allowed")
-
-    def __init__(self, index: _RestIndex) -> None:
-        self.known = np.zeros(len(index.kind_members), dtype=bool)
-        self.allowed = np.ones(len(index.small_ids), dtype=bool)
+    unclassed: np.ndarray[Any, Any]  # [W] uint32: tokens read outside a literal (not big pieces, blanks, operators)
+    closing: dict[str, np.ndarray[Any, Any]]  # mode -> [W] uint32: tokens read inside that literal
+    # reading keys: opaque shape, shape, and both less a leading " " (keys of one map apart)
+    groups: tuple[_KeyGroups, _KeyGroups, _KeyGroups, _KeyGroups]
 
 
 _INDEXES: weakref.WeakKeyDictionary[SqlVocab, _RestIndex] = weakref.WeakKeyDictionary()
@@ -307,39 +327,34 @@ def prepare_vocab(vocab: SqlVocab) -> None:
 
 
 def _rest_index(vocab: SqlVocab) -> _RestIndex:
-    """Built once per vocabulary (~0.2 s; a race builds it twice, harmlessly)."""
+    """Built once per vocabulary (~0.3 s; a race builds it twice, harmlessly)."""
     index = _INDEXES.get(vocab)
     if index is None:
-        small_ids = np.flatnonzero(vocab.kind_of >= len(BIG_KINDS)).astype(np.int64)
+        small = vocab.kind_of >= len(BIG_KINDS)
+        small_ids = np.flatnonzero(small).astype(np.int64)
         keys = {shape: int(key) for shape, key in zip(vocab.shape, vocab.shape_id.tolist(), strict=True)}
         unspaced = [keys.setdefault(shape[1:], len(keys)) if shape.startswith(" ") else keys[shape]
                     for shape in vocab.shape]
         opaque_keys: dict[str, int] = {}
-        opaque = [opaque_keys.setdefault(opaque_shape(shape), _OPAQUE + len(opaque_keys)) for shape in vocab.shape]
-        opaque_unspaced = [opaque_keys.setdefault(opaque_shape(shape[1:]), _OPAQUE + len(opaque_keys))
+        opaque = [opaque_keys.setdefault(opaque_shape(shape), len(opaque_keys)) for shape in vocab.shape]
+        opaque_unspaced = [opaque_keys.setdefault(opaque_shape(shape[1:]), len(opaque_keys))
                            if shape.startswith(" ") else key for shape, key in zip(vocab.shape, opaque, strict=True)]
-        mask = np.zeros(vocab.num_words, dtype=np.uint32)
-        np.bitwise_or.at(mask, small_ids >> 5, np.left_shift(np.uint32(1), (small_ids & 31).astype(np.uint32)))
         kinds = vocab.kind_of[small_ids]
         members = [np.flatnonzero(kinds == kind) for kind in range(len(vocab.kinds))]
-        index = _INDEXES[vocab] = _RestIndex(small_ids, kinds, small_ids >> 5, (small_ids & 31).astype(np.uint32),
-                                             members, mask.view(np.int32),
-                                             np.asarray(unspaced, dtype=np.int64),
-                                             np.asarray(opaque, dtype=np.int64),
-                                             np.asarray(opaque_unspaced, dtype=np.int64))
+        closing = {mode: vocab.closing["'" if mode == "'" else _CLOSER[mode]].view(np.uint32)
+                   for mode in ("'", *_CLOSER)}
+        groups = tuple(_KeyGroups.of(np.asarray(keys, dtype=np.int64))
+                       for keys in (opaque, vocab.shape_id, opaque_unspaced, unspaced))
+        index = _INDEXES[vocab] = _RestIndex(small_ids, small, members, (~vocab.classed).view(np.uint32),
+                                             closing, groups)  # type: ignore[arg-type]
     return index
 
 
-def _members(ids: np.ndarray[Any, Any], keys: np.ndarray[Any, Any], chosen: list[int]) -> np.ndarray[Any, Any]:
-    """The ids [n] whose keys [n] are among `chosen`."""
-    return ids[np.isin(keys, chosen)] if chosen else ids[:0]
-
-
 def _token_ids(words: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """The ids of the set bits of an int32 word mask [W], in no particular order: one pass
+    """The ids of the set bits of a uint32 word mask [W], in no particular order: one pass
     per bit of the fullest word (lowest set bits first), not one per bit of the mask."""
     hot = np.flatnonzero(words)
-    bits = words[hot].view(np.uint32).astype(np.int64)
+    bits = words[hot].astype(np.int64)
     out = []
     while len(hot):
         low = bits & -bits
@@ -350,15 +365,15 @@ def _token_ids(words: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.concatenate(out) if out else hot
 
 
-def _clear_many(words: np.ndarray[Any, Any], token_ids: np.ndarray[Any, Any]) -> None:
-    if len(token_ids):
-        np.bitwise_and.at(words.view(np.uint32), token_ids >> 5,
-                          ~np.left_shift(np.uint32(1), (token_ids & 31).astype(np.uint32)))
-
-
-def _clear(words: np.ndarray[Any, Any], token_id: int) -> None:  # words: int32 [W]
-    view = words.view(np.uint32)
-    view[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+def _bits(token_ids: np.ndarray[Any, Any], words: int) -> np.ndarray[Any, Any]:
+    """[words] uint32 mask with the bits of `token_ids` [n] set."""
+    if len(token_ids) >= _PACK_FROM:
+        row = np.zeros(words * 32, dtype=bool)
+        row[token_ids] = True
+        return np.packbits(row, bitorder="little").view(np.uint32)
+    out = np.zeros(words, dtype=np.uint32)
+    np.bitwise_or.at(out, token_ids >> 5, np.left_shift(np.uint32(1), (token_ids & 31).astype(np.uint32)))
+    return out
 
 
 def sql_scope_schema(tables: dict[str, list[str]]) -> SqlSchema:

@@ -177,6 +177,40 @@ def test_mask_reads_quoted_names_where_their_text_matters(xgr_compiler: Any, pre
     assert _mask_vs_reading(matcher, xgr_compiler.allocate_bitmask(2), xgr_compiler.vocab_size) == []
 
 
+def test_recorded_verdicts_equal_readings_beyond_the_filled_mask(xgr_compiler: Any) -> None:
+    """A signature table records one reading's verdict for every token with its reading key,
+    also tokens the grammar did not allow at that fill, and another matcher of the grammar
+    reuses it: at every position of a query walked after another one (shared tables), each
+    recorded verdict (a sample of them) equals the token-by-token reading."""
+    from grammars.sql_scope_matcher import _token_ids
+
+    db, query, _ = REFUSED[0]
+    compiled = _compiled(xgr_compiler, db)
+    bitmask = xgr_compiler.allocate_bitmask(1)
+    warm = compiled.matcher()
+    for token in xgr_compiler.encode(query.replace("T2.Average", "T1.Capacity")):
+        warm.fill_mask(bitmask, 0)
+        assert warm.accept_token(token)
+    rng = random.Random(2)
+    matcher = compiled.matcher()
+    recorded = beyond = 0
+    for token in xgr_compiler.encode('SELECT "T1".Name, count(*) FROM stadium AS "T1" WHERE '
+                                     "T1.Capacity > 10 AND T1.Name = 'a' GROUP BY T1.Name"):
+        matcher.fill_mask(bitmask, 0)
+        matcher.inner.fill_mask(bitmask, 0)
+        grammar = set(torch.nonzero(unpack_bitmask(bitmask, xgr_compiler.vocab_size)[0]).flatten().tolist())
+        table = matcher._table(matcher._states[-1])
+        decided = [t for t in _token_ids(table.decided).tolist() if t not in matcher.stop_token_ids]
+        refused = set(_token_ids(table.refused).tolist())
+        for t in rng.sample(decided, min(len(decided), 300)):
+            assert (matcher._reads(matcher._states[-1], t) is not None) == (t not in refused), \
+                (matcher.vocab.text[t], xgr_compiler.tokenizer.decode(matcher._history))
+            recorded += 1
+            beyond += t not in grammar
+        assert matcher.accept_token(token)
+    assert recorded > 1000 and beyond > 100  # verdicts checked past what the grammar allowed
+
+
 def test_opaque_shape_drops_quoted_names_but_qualifiers() -> None:
     assert opaque_shape(' "-"') == ' ""'
     assert opaque_shape('("x");') == '("");'
