@@ -227,6 +227,8 @@ class ScopedSqlMatcher(Matcher):
             opaque, shape = index.groups[2:] if table.unspaced else index.groups[:2]
             keys = opaque.key[ids]
             unique, first = np.unique(keys, return_index=True)
+            allowed: list[int] = []
+            disallowed: list[int] = []
             for key, token_id in zip(unique.tolist(), ids[first].tolist(), strict=True):
                 if key in table.touched:
                     continue
@@ -234,19 +236,22 @@ class ScopedSqlMatcher(Matcher):
                 reads += 1
                 if probe.touched:  # decides nothing for its opaque shape: read per shape
                     table.touched.add(key)
-                    continue
-                decided.append(members := opaque.members(key))
-                if not accepted:
-                    refused.append(members)
+                else:
+                    (allowed if accepted else disallowed).append(key)
+            decided.append(opaque.members(allowed))
+            refused.append(members := opaque.members(disallowed))
+            decided.append(members)
             if table.touched:
                 ids = ids[np.isin(keys, list(table.touched))]
                 keys = shape.key[ids]
                 unique, first = np.unique(keys, return_index=True)
+                allowed, disallowed = [], []
                 for key, token_id in zip(unique.tolist(), ids[first].tolist(), strict=True):
-                    decided.append(members := shape.members(key))
-                    if not self._probe(state, token_id)[1]:
-                        refused.append(members)
+                    (allowed if self._probe(state, token_id)[1] else disallowed).append(key)
                     reads += 1
+                decided.append(shape.members(allowed))
+                refused.append(members := shape.members(disallowed))
+                decided.append(members)
         self.stats["checked"] += reads
         if decided:
             table.record(np.concatenate(decided), np.concatenate(refused) if refused else None)
@@ -299,9 +304,15 @@ class _KeyGroups:
         order = np.argsort(key, kind="stable")
         return cls(key, order, key[order])
 
-    def members(self, key: int) -> np.ndarray[Any, Any]:
-        lo, hi = np.searchsorted(self.sorted_keys, [key, key + 1])
-        return self.order[lo:hi]
+    def members(self, keys: list[int]) -> np.ndarray[Any, Any]:
+        """The ids of the tokens whose key is one of `keys` (distinct)."""
+        if not keys:
+            return self.order[:0]
+        wanted = np.asarray(keys, dtype=np.int64)
+        lo = np.searchsorted(self.sorted_keys, wanted)
+        counts = np.searchsorted(self.sorted_keys, wanted + 1) - lo
+        starts = np.repeat(lo - np.cumsum(counts) + counts, counts)  # run i's start, less its offset
+        return self.order[starts + np.arange(int(counts.sum()))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +334,7 @@ _INDEXES: weakref.WeakKeyDictionary[SqlVocab, _RestIndex] = weakref.WeakKeyDicti
 def prepare_vocab(vocab: SqlVocab) -> None:
     """Build the mask layer's per-vocabulary index now (at compile time, off a request's
     first mask)."""
+    vocab.prepare()
     _rest_index(vocab)
 
 
