@@ -24,6 +24,7 @@ Contract (the Matcher contract of grammars.matcher, plus):
   completed (an alias can be any identifier, a bound qualifier exists after FROM, a table
   with the required columns exists before it, JOIN is always possible while FROM must go on).
 - `rollback(n)` pops n scope states and rolls the inner matcher back: exact.
+- `forget()` drops the grammar's signature tables (a cold start, for benchmarks).
 - `stats` counts fills, readings (`checked`) and fills that read nothing (`memo_hits`):
   pure counters.
 
@@ -119,6 +120,11 @@ class ScopedSqlMatcher(Matcher):
 
     def _jump_forward(self) -> str:
         return ""  # the grammar's forced text may break a scope rule; propose none
+
+    def forget(self) -> None:
+        """Drop the signature tables of this matcher's grammar (all its matchers share
+        them): the next fills start cold, as on a freshly compiled grammar."""
+        self._memo.clear()
 
     def _fill(self, bitmask: torch.Tensor, row: int) -> None:  # bitmask [R, W] int32
         self.inner._fill(bitmask, row)
