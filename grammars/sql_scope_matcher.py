@@ -7,8 +7,8 @@ Contract (the Matcher contract of grammars.matcher, plus):
   grammar is complete and the scope reader may end (every qualifier bound, ...).
 - `fill_mask` is the grammar's mask ANDed with the scope layer's, exact over the whole
   vocabulary, read from one `_SignatureTable` per scope signature (a token's verdict is a
-  function of the signature; the tables are shared by the grammar's matchers, at most
-  `_TABLES` kept): word pieces (grammars.sql_vocab: ~84k tokens that are at most one
+  function of the signature; the tables are shared by the grammar's matchers, the
+  `_TABLES` most recently used kept): word pieces (grammars.sql_vocab: ~84k tokens that are at most one
   separator and one identifier run) of the big kinds, blanks, operators and stop tokens are
   decided whole when the table is made (precomputed groups, never a vocabulary loop; where
   any identifier but a glued alias may come, grammars.sql_glue, a co-finite mask); every
@@ -145,16 +145,18 @@ class ScopedSqlMatcher(Matcher):
 
     def _table(self, state: SqlScope) -> _SignatureTable:
         """The current signature's table, made on its first fill (the memo holds at most
-        _TABLES, the oldest dropped first)."""
+        _TABLES, the least recently used dropped first)."""
         key = self._signature()
-        table: _SignatureTable | None = self._memo.get(key)
-        if table is None:
+        table: _SignatureTable | None = self._memo.pop(key, None)
+        if table is not None:
+            self._memo[key] = table  # most recently used last
+        else:
             table = _SignatureTable(self._keep(state), self._stop_bits,
                                     unspaced=not state.mode and self._blank_keeps(state))
             while len(self._memo) >= _TABLES:
                 try:
                     del self._memo[next(iter(self._memo))]
-                except (KeyError, RuntimeError, StopIteration):  # another matcher evicted it
+                except (KeyError, RuntimeError, StopIteration):  # another matcher took it meanwhile
                     break
             self._memo[key] = table
         return table

@@ -211,6 +211,33 @@ def test_recorded_verdicts_equal_readings_beyond_the_filled_mask(xgr_compiler: A
     assert recorded > 1000 and beyond > 100  # verdicts checked past what the grammar allowed
 
 
+def test_signature_tables_are_bounded_and_evicting_one_changes_no_mask(xgr_compiler: Any,
+                                                                      monkeypatch: Any) -> None:
+    import grammars.sql_scope_matcher as scope_matcher
+
+    db, query, _ = REFUSED[1]
+    compiled = _compiled(xgr_compiler, db)
+    tokens = xgr_compiler.encode(query)
+    bitmask = xgr_compiler.allocate_bitmask(1)
+
+    def walk() -> list[torch.Tensor]:
+        matcher = compiled.matcher()
+        masks = []
+        for token in tokens:
+            matcher.fill_mask(bitmask, 0)
+            masks.append(bitmask[0].clone())
+            assert len(matcher._memo) <= scope_matcher._TABLES
+            matcher.accept_token(token)
+        return masks
+
+    compiled.matcher().forget()
+    unbounded = walk()
+    compiled.matcher().forget()
+    monkeypatch.setattr(scope_matcher, "_TABLES", 3)
+    assert all(torch.equal(a, b) for a, b in zip(walk(), unbounded, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(walk(), unbounded, strict=True))  # a second walk: evicted tables
+
+
 def test_opaque_shape_drops_quoted_names_but_qualifiers() -> None:
     assert opaque_shape(' "-"') == ' ""'
     assert opaque_shape('("x");') == '("");'
