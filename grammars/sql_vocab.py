@@ -215,7 +215,7 @@ class SqlVocab:
                 pass
 
     def prepare(self) -> None:
-        """Index the big kinds' words now (~0.3 s on Qwen2.5), not at a mask's first use."""
+        """Index the big kinds' words now (~0.17 s on Qwen2.5, Zen 4), not at a mask's first use."""
         for kind in BIG_KINDS:
             self._sorted_words(kind)
 
