@@ -113,6 +113,7 @@ class EngineConfig:
     max_spec_concurrency: int = 4
     max_queue: int = 64
     grammar_backend: GrammarBackend = "auto"  # JSON schema: llguidance, else xgrammar (grammars.backends)
+    json_property_order: str = "schema"  # or "any" (grammars.json_object_rules; torch engine)
     ngram_max: int = 3
     ngram_min: int = 1
     num_threads: int | None = None
@@ -131,6 +132,10 @@ class EngineConfig:
                 self.backend != "torch" or not self.device.startswith("cpu")):
             raise ValueError("kernels 'llama-cpp' runs on the torch engine's CPU device only")
         _check_choice("grammar_backend", self.grammar_backend, ("auto", "xgrammar", "llguidance", "outlines"))
+        _check_choice("json_property_order", self.json_property_order, ("schema", "any"))
+        if self.json_property_order == "any" and self.backend == "vllm":
+            raise ValueError("json_property_order 'any' needs the torch engine: the vLLM engine's "
+                             "xgrammar grammars write listed properties in schema order")
         if not 0 <= self.k <= K_MAX:
             raise ValueError(f"k must be in 0..{K_MAX}, got {self.k}")
         if self.drafter == "model" and not self.draft_model:

@@ -20,7 +20,7 @@ from engine import EngineConfig, VllmOptions
 # Settings that describe the engine (also the flags `specgate generate` takes).
 ENGINE_FIELDS = (
     "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "kernels", "draft_kernels", "device",
-    "max_model_len", "grammar_backend", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
+    "max_model_len", "grammar_backend", "json_property_order", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
     "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization", "vllm_kv_cache_gib", "vllm_enforce_eager",
     "vllm_plugin_mode", "vllm_draft_sample", "vllm_step_k", "prefix_cache_mib",
 )
@@ -53,6 +53,10 @@ class GatewaySettings(BaseSettings):
     max_model_len: int = Field(4096, description="prompt + output tokens per request")
     grammar_backend: Literal["auto", "xgrammar", "llguidance", "outlines"] = Field(
         "auto", description="grammar backend: auto (JSON schema: llguidance, else xgrammar), xgrammar, llguidance, outlines")
+    json_property_order: Literal["schema", "any"] = Field(
+        "schema", description="listed JSON properties in schema order (OpenAI's and vLLM's "
+        "order), or in any order (JSON Schema's; torch engine); additional properties may come "
+        "anywhere either way (grammars.json_object_rules)")
     served_model_name: str | None = Field(None, description="the model id clients use (default: the model's name)")
     max_concurrent_requests: int = Field(8, description="requests decoding at once (more wait in the queue)")
     max_spec_concurrency: int = Field(
@@ -141,6 +145,7 @@ class GatewaySettings(BaseSettings):
             max_spec_concurrency=self.max_spec_concurrency,
             max_queue=self.max_queue,
             grammar_backend=self.grammar_backend,
+            json_property_order=self.json_property_order,
             prefix_cache_mib=self.prefix_cache_mib,
             vllm=VllmOptions(
                 tensor_parallel_size=self.vllm_tensor_parallel_size,

@@ -14,7 +14,7 @@ Contract:
   keeps running in its worker thread but its result is discarded, never half-used.
 - `compile_async(spec)` does the same in a worker thread, keeping the event loop free.
 - The cache key is (tokenizer fingerprint, backend, vocab_size, stop ids, max_whitespace,
-  allow_extra_properties, spec); entries are evicted least-recently-used once their summed size passes
+  allow_extra_properties, property_order, spec); entries are evicted least-recently-used once their summed size passes
   `cache_bytes`; `cache_info()` reports hits, misses, entries and bytes. A grammar larger
   than the whole budget is returned but not cached.
 - With a `disk_cache` (grammars.disk_cache; `enable_disk_cache(directory, max_bytes=)`),
@@ -47,6 +47,7 @@ from typing import Any, Literal
 from grammars.backends.selection import BACKENDS, auto_backends, make_backend
 from grammars.disk_cache import DiskGrammarCache
 from grammars.errors import GrammarError
+from grammars.json_object_rules import PROPERTY_ORDERS, PropertyOrder
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.stop_tokens import stop_token_ids as stop_token_ids_for
@@ -80,8 +81,9 @@ class CompiledGrammar:
 
 
 # bumped whenever specgate's own translation of a spec into a backend grammar changes, so a
-# grammar persisted by an older specgate is never read back (2: grammars.json_fold on xgrammar)
-TRANSLATION_VERSION = 2
+# grammar persisted by an older specgate is never read back (2: grammars.json_fold on xgrammar;
+# 3: grammars.json_object_rules on llguidance)
+TRANSLATION_VERSION = 3
 
 
 def _library_version(backend: Any) -> str:
@@ -115,6 +117,7 @@ class GrammarCompiler:
         max_whitespace: int = 16,
         max_threads: int = 2,
         allow_extra_properties: bool = False,
+        property_order: PropertyOrder = "schema",
         disk_cache: DiskGrammarCache | None = None,
     ) -> None:
         if cache_bytes < 0 or compile_timeout_s <= 0 or max_whitespace < 0:
@@ -134,6 +137,9 @@ class GrammarCompiler:
         self.compile_timeout_s = compile_timeout_s
         self.max_whitespace = max_whitespace
         self.allow_extra_properties = allow_extra_properties
+        if property_order not in PROPERTY_ORDERS:
+            raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}")
+        self.property_order = property_order
         self.disk_cache = disk_cache
         self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
         if backend not in BACKENDS:
@@ -146,6 +152,7 @@ class GrammarCompiler:
             "vocabulary": self.vocabulary,
             "max_whitespace": max_whitespace, "max_threads": max_threads,
             "allow_extra_properties": allow_extra_properties,
+            "property_order": property_order,
         }
         self._backends: dict[str, Any] = {}
         self._backend_lock = threading.Lock()
@@ -177,7 +184,7 @@ class GrammarCompiler:
     def _disk_key(self, name: str, spec: GrammarSpec) -> str:
         return DiskGrammarCache.key(
             self.fingerprint, self.vocab_size, self.stop_token_ids, self.max_whitespace,
-            self.allow_extra_properties, TRANSLATION_VERSION, name,
+            self.allow_extra_properties, self.property_order, TRANSLATION_VERSION, name,
             _library_version(self._get_backend(name)), spec)
 
     def _from_disk(self, name: str, spec: GrammarSpec) -> tuple[Any, int] | None:
@@ -217,7 +224,7 @@ class GrammarCompiler:
 
     def _key(self, spec: GrammarSpec) -> tuple[Any, ...]:
         return (self.fingerprint, self.backend_name, self.vocab_size, self.stop_token_ids,
-                self.max_whitespace, self.allow_extra_properties, spec)
+                self.max_whitespace, self.allow_extra_properties, self.property_order, spec)
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         if not isinstance(spec, GrammarSpec):

@@ -47,6 +47,7 @@ import torch
 from grammars.errors import GrammarError
 from grammars.json_closure import close_unlisted
 from grammars.json_formats import FORMAT_PATTERNS, formats_as_patterns
+from grammars.json_object_rules import PROPERTY_ORDERS, PropertyOrder, object_rules_grammar
 from grammars.json_schema import check_refs_local, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
@@ -131,9 +132,13 @@ class LLGuidanceBackend:
         stop_token_ids: Sequence[int],
         max_whitespace: int,
         allow_extra_properties: bool = False,
+        property_order: PropertyOrder = "schema",
         vocabulary: TokenizerVocabulary | None = None,
     ) -> None:
+        if property_order not in PROPERTY_ORDERS:
+            raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}")
         self.vocab_size = vocab_size
+        self.property_order = property_order
         self.stop_token_ids = tuple(stop_token_ids)
         self.max_whitespace = max_whitespace
         self.allow_extra_properties = allow_extra_properties
@@ -173,6 +178,13 @@ class LLGuidanceBackend:
                 raise GrammarError("the JSON schema `false` admits no value")
             if schema is True:
                 schema = {}
+            rules = object_rules_grammar(schema, property_order=self.property_order,
+                                         json_options=self._json_options)
+            if rules is not None:
+                grammar = str(llguidance.LLMatcher.grammar_from_lark(rules))
+                if not llguidance.LLMatcher.validate_grammar(grammar):
+                    return grammar
+                # rules llguidance will not take: the JSON compiler's narrower grammar
             try:
                 return str(llguidance.LLMatcher.grammar_from_json_schema(
                     schema, defaults=self._json_options))  # type: ignore[arg-type]

@@ -35,7 +35,7 @@ def auto_backends(spec: GrammarSpec) -> tuple[str, ...]:
 
 def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: Any,
                  max_whitespace: int, max_threads: int = 2,
-                 allow_extra_properties: bool = False,
+                 allow_extra_properties: bool = False, property_order: str = "schema",
                  vocabulary: TokenizerVocabulary | None = None) -> Any:
     vocabulary = vocabulary if vocabulary is not None else TokenizerVocabulary(tokenizer)
     if name == "xgrammar":
@@ -52,7 +52,7 @@ def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: 
         return LLGuidanceBackend(
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
             max_whitespace=max_whitespace, allow_extra_properties=allow_extra_properties,
-            vocabulary=vocabulary,
+            property_order=property_order, vocabulary=vocabulary,  # type: ignore[arg-type]
         )
     if name == "outlines":
         from grammars.backends.outlines_backend import OutlinesBackend

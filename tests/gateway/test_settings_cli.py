@@ -107,3 +107,14 @@ def test_vllm_engine_is_refused_with_a_clear_message(
     assert args.func(args) == 2
     err = capsys.readouterr().err
     assert "needs vLLM" in err and "--engine torch" in err
+
+
+def test_json_property_order_reaches_the_engine_config_and_vllm_refuses_any(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = settings_from_args(build_parser().parse_args(["serve", "--json-property-order", "any"]))
+    assert settings.engine_config().json_property_order == "any"
+    monkeypatch.setenv("SPECGATE_JSON_PROPERTY_ORDER", "any")
+    assert GatewaySettings().engine_config().json_property_order == "any"
+    assert GatewaySettings(json_property_order="schema").engine_config().json_property_order == "schema"
+    with pytest.raises(ValueError, match="json_property_order 'any' needs the torch engine"):
+        GatewaySettings(engine="vllm").engine_config()
