@@ -46,6 +46,7 @@ import decimal
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -118,8 +119,10 @@ class _ObjectView:
 
 class _Rules:
     def __init__(self, root: Any, *, property_order: PropertyOrder,
-                 json_options: dict[str, Any]) -> None:
+                 json_options: dict[str, Any],
+                 satisfiable: Callable[[dict[str, Any]], bool] | None) -> None:
         self.root = root
+        self.satisfiable = satisfiable
         self.order = property_order
         self.json_options = json_options
         self.lines: list[str] = []
@@ -347,10 +350,15 @@ class _Rules:
             self.lines.append(f"{name}: {' | '.join(alternatives) or 'NOTHING'}")
         return name
 
-    def leaf(self, sub: Any) -> str:
+    def leaf(self, sub: Any) -> str | None:
+        """`%json { sub }`, or None when `satisfiable` says no value satisfies `sub` (the
+        JSON compiler drops such a member where this grammar would refuse to compile)."""
         # a `$ref`-only schema is written as its target: llguidance refuses a `$ref` beside
         # the `$defs` and options a leaf's root carries, when the reference is recursive
-        text = json.dumps(self._standalone(self._deref(sub)), ensure_ascii=False)
+        standalone = self._standalone(self._deref(sub))
+        if self.satisfiable is not None and not self.satisfiable(standalone):
+            return None
+        text = json.dumps(standalone, ensure_ascii=False)
         self.leaf_chars += len(text)
         return f"%json {text}"
 
@@ -382,6 +390,9 @@ class _Rules:
         for index, member_name in enumerate(view.names):
             value = self.value(view.values[member_name])
             if value is None:
+                if member_name in view.required:  # no object satisfies this one
+                    self.lines.append(f"{name}: NOTHING")
+                    return
                 continue
             key = _lark_literal(json.dumps(member_name, ensure_ascii=False))
             if self.order == "schema":
@@ -545,16 +556,20 @@ def _end_condition(view: _ObjectView, bits: dict[str, int]) -> str:
     return _all([p for p in parts if p != "true"])
 
 
-def object_rules_grammar(schema: Any, *, property_order: PropertyOrder,
-                         json_options: dict[str, Any]) -> str | None:
+def object_rules_grammar(
+        schema: Any, *, property_order: PropertyOrder, json_options: dict[str, Any],
+        satisfiable: Callable[[dict[str, Any]], bool] | None = None) -> str | None:
     """The lark grammar for `schema` with its objects as parametric rules, or None when the
-    JSON compiler's grammar says the same (or these rules cannot say it)."""
+    JSON compiler's grammar says the same (or these rules cannot say it). `satisfiable`,
+    when given, is asked of every `%json` leaf: a leaf no value satisfies is left out (a
+    member that cannot be written), as the JSON compiler leaves out such members."""
     if property_order not in PROPERTY_ORDERS:
         raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, not "
                          f"{property_order!r}")
     if not isinstance(schema, dict):
         return None
-    rules = _Rules(schema, property_order=property_order, json_options=json_options)
+    rules = _Rules(schema, property_order=property_order, json_options=json_options,
+                   satisfiable=satisfiable)
     if not rules.converts(schema):
         return None
     start = rules.value([schema])

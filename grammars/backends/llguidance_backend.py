@@ -67,6 +67,15 @@ def _supports_unicode_escapes() -> bool:
 UNICODE_ESCAPES = _supports_unicode_escapes()
 
 
+def _satisfiable(schema: dict[str, Any]) -> bool:
+    """False only when llguidance finds that no value satisfies `schema`."""
+    try:
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(schema)
+    except ValueError as exc:
+        return "Unsatisfiable" not in str(exc)
+    return "Unsatisfiable" not in llguidance.LLMatcher.validate_grammar(grammar)
+
+
 @dataclass(frozen=True, slots=True)
 class LLGuidanceGrammar:
     """A compiled llguidance grammar: its serialized text and a template matcher."""
@@ -178,13 +187,9 @@ class LLGuidanceBackend:
                 raise GrammarError("the JSON schema `false` admits no value")
             if schema is True:
                 schema = {}
-            rules = object_rules_grammar(schema, property_order=self.property_order,
-                                         json_options=self._json_options)
-            if rules is not None:
-                grammar = str(llguidance.LLMatcher.grammar_from_lark(rules))
-                if not llguidance.LLMatcher.validate_grammar(grammar):
-                    return grammar
-                # rules llguidance will not take: the JSON compiler's narrower grammar
+            grammar = self._object_rules(schema)
+            if grammar is not None:
+                return grammar
             try:
                 return str(llguidance.LLMatcher.grammar_from_json_schema(
                     schema, defaults=self._json_options))  # type: ignore[arg-type]
@@ -197,6 +202,27 @@ class LLGuidanceBackend:
             return str(llguidance.LLMatcher.grammar_from_regex(
                 "|".join(f"({_regex_escape(str(c))})" for c in choices)))
         raise GrammarError(f"grammar kind '{kind}' is not supported by the llguidance backend")
+
+    def _object_rules(self, schema: Any) -> str | None:
+        """The schema's objects as parametric lark rules (grammars.json_object_rules), or None
+        where the JSON compiler's grammar says the same or llguidance will not take the rules
+        (that narrower grammar is then used). A leaf no value satisfies makes llguidance
+        refuse the whole grammar: then the rules are written again leaving such leaves out."""
+        rules = object_rules_grammar(schema, property_order=self.property_order,
+                                     json_options=self._json_options)
+        if rules is None:
+            return None
+        grammar = str(llguidance.LLMatcher.grammar_from_lark(rules))
+        error = llguidance.LLMatcher.validate_grammar(grammar)
+        if error and "Unsatisfiable" in error:
+            rules = object_rules_grammar(schema, property_order=self.property_order,
+                                         json_options=self._json_options,
+                                         satisfiable=_satisfiable)
+            if rules is None:
+                return None
+            grammar = str(llguidance.LLMatcher.grammar_from_lark(rules))
+            error = llguidance.LLMatcher.validate_grammar(grammar)
+        return None if error else grammar
 
     def compile(self, spec: GrammarSpec) -> tuple[LLGuidanceGrammar, int]:
         grammar = self.grammar_text(spec)

@@ -188,3 +188,17 @@ def test_number_constants_in_every_spelling_of_their_value(
     assert _accepts(_compiled(llg_compiler, schema), text) is ok
     if ok:
         assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+
+
+def test_a_member_no_value_satisfies_is_left_out_not_the_whole_grammar(
+        any_order_compiler: GrammarCompiler) -> None:
+    # `a` can never be written (an object that must be one of some strings); the JSON compiler
+    # leaves such a member out, and so do the rules, instead of refusing the whole schema
+    schema = {"type": "object", "additionalProperties": False,
+              "properties": {"a": {"type": "object", "enum": ["x"]}, "b": {}, "c": {}}}
+    compiled = _compiled(any_order_compiler, schema)
+    assert "_tail::" in compiled._handle.grammar  # the rules, not the JSON compiler's grammar
+    assert _accepts(compiled, '{"c": 2, "b": 1}')
+    assert not _accepts(compiled, '{"a": "x"}')
+    required = {**schema, "required": ["a"]}
+    assert not _accepts(_compiled(any_order_compiler, required), '{"b": 1}')
