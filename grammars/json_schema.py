@@ -32,7 +32,10 @@ Contract:
   4. whitespace between JSON tokens is bounded (the compiler's `max_whitespace`), never
      unbounded (vLLM #38696);
   5. a schema the backend cannot compile at all (remote `$ref`, contradictory bounds) is a
-     GrammarError, never an unconstrained fallback.
+     GrammarError, never an unconstrained fallback;
+  6. listed properties come in the schema's order (OpenAI's and vLLM's), unless the
+     compiler's `property_order="any"` (llguidance: grammars.json_object_rules); on
+     llguidance, additional properties may come between listed ones.
 - These tables were measured against xgrammar 0.2.8 (each keyword with an instance that
   violates only that keyword); the outlines backend enforces a subset and checks its own.
 

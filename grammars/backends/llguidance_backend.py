@@ -1,6 +1,7 @@
 """llguidance backend: JSON schema, JSON object, regex and choice grammars, masks computed lazily.
 
-Contract: `LLGuidanceBackend(tokenizer, vocab_size=, stop_token_ids=, max_whitespace=)` builds
+Contract: `LLGuidanceBackend(tokenizer, vocab_size=, stop_token_ids=, max_whitespace=,
+property_order=)` builds
 the llguidance `LLTokenizer` ONCE (its token trie, ≈1 s on Qwen), with every stop id as an
 EOS token and the tokenizer's non-text entries (grammars.vocabulary) as special tokens, so
 no mask allows them. `compile(spec)` turns the spec into an llguidance grammar and builds one template
@@ -20,6 +21,11 @@ xgrammar backend does:
   patterns (grammars.json_formats), so a strict schema's format is enforced here too;
 - keywords llguidance does not implement are ignored (`lenient`); `oneOf` is `anyOf`
   (`coerce_one_of`), as the policy documents; remote `$ref` is a GrammarError;
+- objects whose members the JSON compiler would place too narrowly become parametric lark
+  rules (grammars.json_object_rules): additional properties anywhere between listed ones,
+  listed ones in any order under `property_order="any"`, number constants in every
+  spelling of their value; the rest of the schema stays `%json` leaves. Where llguidance
+  will not take those rules, the JSON compiler's grammar is used;
 - `\\uXXXX` escapes of printable characters (`"\\u00e9"`, what `json.dumps` writes by default)
   are admitted in strings and keys without `pattern` / `format` when the installed
   llguidance has `json_allow_general_unicode_escapes` (1.8+; probed once, `UNICODE_ESCAPES`);

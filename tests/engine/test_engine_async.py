@@ -198,3 +198,10 @@ async def test_concurrent_requests_sharing_a_prefix(engine_factory: Any) -> None
     assert sum(out[2].stats.cached_tokens > 0 for out in together) >= len(questions) - 1
     stats = on.prefix_cache_stats()
     assert off.prefix_cache_stats() is None and stats is not None and stats.pools["target"].hits >= 2
+
+
+def test_json_property_order_reaches_the_engines_grammar_compiler(engine_factory: Any) -> None:
+    engine = engine_factory(k=2, json_property_order="any")
+    assert engine.grammar_compiler.property_order == "any"
+    with pytest.raises(ValueError, match="json_property_order"):
+        engine_factory(json_property_order="sorted")
