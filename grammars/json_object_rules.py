@@ -27,11 +27,12 @@ objects under them are reached. Whitespace between the rules' tokens is explicit
 as llguidance refuses whitespace before a `%json` leaf under `%ignore`.
 
 Returns None (the caller compiles the schema with the JSON compiler, whose grammar is then
-exact and cheaper) when no object's language changes: under "schema" order, no object
-admits additional properties beside listed ones; or when the schema holds what these rules
-do not read (a `$ref` beside other keywords, `const` / `enum` on an object, non-literal
-`patternProperties`, `minProperties`, `propertyNames`, more than 64 names): that object stays
-a leaf.
+exact and cheaper) when nothing changes: under "schema" order, no object admits additional
+properties beside listed ones and no number constant is reached. An object holding what
+these rules do not read (a `$ref` beside other keywords, `const` / `enum` on an object,
+non-literal `patternProperties`, `minProperties` / `maxProperties`, `anyOf` / `oneOf`
+branches that say more than `required`, more than 64 names) stays a leaf, as does what
+lies under it.
 
 Invariant: every language this grammar admits is admitted by the schema as the JSON compiler
 reads it (same keywords ignored: those llguidance's `lenient` mode ignores), except for key
@@ -104,6 +105,22 @@ def _required_lists(branches: Any) -> list[list[str]] | None:
             return None
         out.append([str(name) for name in meaning.get("required", [])])
     return out
+
+
+def _add_requirements(meaning: dict[str, Any], view: _ObjectView) -> bool:
+    """Adds `meaning`'s `required` names and its `anyOf` / `oneOf` groups of `required`
+    lists to `view`; False when those say more than `required`."""
+    required = meaning.get("required", [])
+    if not isinstance(required, list):
+        return False
+    view.required.update(str(name) for name in required)
+    for key in ("anyOf", "oneOf"):
+        if key in meaning:
+            lists = _required_lists(meaning[key])
+            if lists is None:
+                return False
+            view.groups.append((key, lists))
+    return True
 
 
 @dataclass
@@ -235,17 +252,9 @@ class _Rules:
             extra = True
         if not isinstance(extra, (bool, dict)):
             return False
-        required = meaning.get("required", [])
-        if not isinstance(required, list):
-            return False
-        view.required.update(str(name) for name in required)
         members.append({"_names": names, "_extra": extra})
-        for key in ("anyOf", "oneOf"):
-            if key in meaning:
-                lists = _required_lists(meaning[key])
-                if lists is None:
-                    return False
-                view.groups.append((key, lists))
+        if not _add_requirements(meaning, view):
+            return False
         for member in meaning.get("allOf", []):
             member = self._deref(member)
             if member is True or member == {}:
@@ -254,13 +263,8 @@ class _Rules:
                 return False
             inner = _meaning(member, "object")
             if set(inner) <= {"required", "anyOf", "oneOf"}:  # a requirement, no members
-                view.required.update(str(n) for n in inner.get("required", []))
-                for key in ("anyOf", "oneOf"):
-                    if key in inner:
-                        lists = _required_lists(inner[key])
-                        if lists is None:
-                            return False
-                        view.groups.append((key, lists))
+                if not _add_requirements(inner, view):
+                    return False
                 continue
             if not self._collect(member, members, view, depth=depth + 1):
                 return False
@@ -355,7 +359,10 @@ class _Rules:
         JSON compiler drops such a member where this grammar would refuse to compile)."""
         # a `$ref`-only schema is written as its target: llguidance refuses a `$ref` beside
         # the `$defs` and options a leaf's root carries, when the reference is recursive
-        standalone = self._standalone(self._deref(sub))
+        sub = self._deref(sub)
+        if sub is False:
+            return None
+        standalone = self._standalone(sub)
         if self.satisfiable is not None and not self.satisfiable(standalone):
             return None
         text = json.dumps(standalone, ensure_ascii=False)
@@ -378,7 +385,7 @@ class _Rules:
                 refs[ref] = f"#/$defs/sg{len(refs)}"
                 defs[refs[ref].rsplit("/", 1)[1]] = target
                 pending.append(target)
-        out = _rewrite_refs(sub if isinstance(sub, dict) else {} if sub else {"not": {}}, refs)
+        out = _rewrite_refs(sub if isinstance(sub, dict) else {}, refs)  # True: any value
         out = {k: v for k, v in out.items() if k not in ("$defs", "definitions")} | (
             {"$defs": {k: _rewrite_refs(v, refs) for k, v in defs.items()}} if defs else {})
         return {"x-guidance": self.json_options} | out
