@@ -82,8 +82,9 @@ class CompiledGrammar:
 
 # bumped whenever specgate's own translation of a spec into a backend grammar changes, so a
 # grammar persisted by an older specgate is never read back (2: grammars.json_fold on xgrammar;
-# 3: grammars.json_object_rules on llguidance)
-TRANSLATION_VERSION = 3
+# 3: grammars.json_object_rules on llguidance; 4: its members only where the object can still
+# close)
+TRANSLATION_VERSION = 4
 
 
 def _library_version(backend: Any) -> str:

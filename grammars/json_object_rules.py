@@ -219,6 +219,8 @@ class _Rules:
                 view.extra.append(member["_extra"])
         if len(view.names) > MAX_NAMES:
             return None
+        if len(view.groups) > 1:
+            return None  # which branch of one group to complete would depend on the other
         wanted = set(view.required).union(*(set(n) for _, g in view.groups for n in g))
         if not wanted <= set(view.names):
             return None  # a required name these rules cannot count
@@ -392,22 +394,22 @@ class _Rules:
 
     def _object(self, name: str, view: _ObjectView) -> None:
         bits = {n: i for i, n in enumerate(view.names)}
-        count = len(view.names)
-        members = []
+        values: dict[int, str] = {}
         for index, member_name in enumerate(view.names):
             value = self.value(view.values[member_name])
-            if value is None:
-                if member_name in view.required:  # no object satisfies this one
-                    self.lines.append(f"{name}: NOTHING")
-                    return
-                continue
-            key = _lark_literal(json.dumps(member_name, ensure_ascii=False))
-            if self.order == "schema":
-                condition = f"is_zeros([{index}:{count}])"
-            else:
-                condition = f"bit_clear({index})"
-            members.append(f'{key} WS? ":" WS? {value} WS? {name}_tail::set_bit({index})'
-                           f" %if {condition}")
+            if value is not None:
+                values[index] = value
+            elif member_name in view.required:  # no object satisfies this one
+                self.lines.append(f"{name}: NOTHING")
+                return
+        members, conditions = [], []
+        for index, value in values.items():
+            key = _lark_literal(json.dumps(view.names[index], ensure_ascii=False))
+            condition = self._member_condition(view, bits, set(values), index)
+            conditions.append(condition)
+            if condition != _FALSE:
+                members.append(f'{key} WS? ":" WS? {value} WS? {name}_tail::set_bit({index})'
+                               f" %if {condition}")
         if view.extra is not None:
             extra = self.value(view.extra)
             if extra is not None:
@@ -417,14 +419,51 @@ class _Rules:
                 self.lines.append(f"{key_name}: {_KEY_REGEX}"
                                   + (f" & ~({excluded})" if excluded else ""))
                 members.append(f'{key_name} WS? ":" WS? {extra} WS? {name}_tail::_')
-        end = _end_condition(view, bits)
+                conditions.append(_TRUE)
+        close = f'"}}" %if {_end_condition(view, bits)}'
         self.lines.append(f'{name}: "{{" WS? {name}_body::0x0')
-        close = f'"}}" %if {end}'
         self.lines.append(f"{name}_body::_ : {close}"
                           + (f" | {name}_member::_" if members else ""))
         if members:
             self.lines.append(f"{name}_member::_ : " + "\n    | ".join(members))
-            self.lines.append(f'{name}_tail::_ : {close} | "," WS? {name}_member::_')
+            # a comma only where some member may follow it (no dead end after a comma)
+            self.lines.append(f'{name}_tail::_ : {close} | "," WS? {name}_member::_ '
+                              f"%if {_any(conditions)}")
+
+    def _member_condition(self, view: _ObjectView, bits: dict[str, int], usable: set[int],
+                          index: int) -> str:
+        """When listed property `index` may be written: not yet written (schema order: nor
+        any after it), and the object can still close once it is (no dead end): under
+        schema order every required property before it is written, and some branch of the
+        `anyOf` / `oneOf` group can still be completed (for `oneOf`, without completing
+        another)."""
+        schema_order = self.order == "schema"
+
+        def written(bit: int) -> str:  # in the state once `index` is written
+            return _TRUE if bit == index else f"bit_set({bit})"
+
+        def unwritten(bit: int) -> str:
+            return _FALSE if bit == index else f"bit_clear({bit})"
+
+        count = len(view.names)
+        required = sorted(bits[n] for n in view.required)
+        parts = [f"is_zeros([{index}:{count}])" if schema_order else f"bit_clear({index})"]
+        if schema_order:
+            parts += [written(bit) for bit in required if bit < index]
+        for kind, lists in view.groups:
+            branches = [[bits[n] for n in names] for names in lists]
+            possible = [b for b in branches if set(b) <= usable]
+            options = []
+            for position, branch in enumerate(possible):
+                option = [written(bit) for bit in branch if bit < index] if schema_order else []
+                if kind == "oneOf":  # every other branch misses a property not written
+                    for other_position, other in enumerate(possible):
+                        if other_position != position:
+                            rest = [b for b in other if b not in branch and b not in required]
+                            option.append(_any([unwritten(b) for b in rest]))
+                options.append(_all(option))
+            parts.append(_any(options))
+        return _all(parts)
 
     def _array(self, name: str, sub: dict[str, Any], items: Any) -> None:
         item = self.value([items])
@@ -531,21 +570,31 @@ def _lark_literal(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _all(conditions: list[str]) -> str:
-    """One condition that holds when all of `conditions` hold (a balanced `and` tree)."""
-    if not conditions:
-        return "true"
+_TRUE, _FALSE = "true", "not(true)"
+
+
+def _tree(function: str, conditions: list[str]) -> str:
+    """`conditions` joined by the binary `function` ("and" / "or"), as a balanced tree."""
     while len(conditions) > 1:
-        pairs = [f"and({a}, {b})" for a, b in zip(conditions[::2], conditions[1::2],
-                                                   strict=False)]
+        pairs = [f"{function}({a}, {b})" for a, b in zip(conditions[::2], conditions[1::2],
+                                                          strict=False)]
         conditions = pairs + ([conditions[-1]] if len(conditions) % 2 else [])
     return conditions[0]
 
 
+def _all(conditions: list[str]) -> str:
+    """One condition that holds when all of `conditions` hold (constants folded)."""
+    conditions = [c for c in conditions if c != _TRUE]
+    if _FALSE in conditions:
+        return _FALSE
+    return _tree("and", conditions) if conditions else _TRUE
+
+
 def _any(conditions: list[str]) -> str:
-    if not conditions:
-        return "not(true)"
-    return "not(" + _all([f"not({c})" for c in conditions]) + ")"
+    conditions = [c for c in conditions if c != _FALSE]
+    if _TRUE in conditions:
+        return _TRUE
+    return _tree("or", conditions) if conditions else _FALSE
 
 
 def _end_condition(view: _ObjectView, bits: dict[str, int]) -> str:
@@ -560,7 +609,7 @@ def _end_condition(view: _ObjectView, bits: dict[str, int]) -> str:
         else:  # exactly one branch holds
             parts.append(_any([_all([b] + [f"not({o})" for j, o in enumerate(branches)
                                            if j != i]) for i, b in enumerate(branches)]))
-    return _all([p for p in parts if p != "true"])
+    return _all(parts)
 
 
 def object_rules_grammar(

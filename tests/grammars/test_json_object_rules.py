@@ -202,3 +202,47 @@ def test_a_member_no_value_satisfies_is_left_out_not_the_whole_grammar(
     assert not _accepts(compiled, '{"a": "x"}')
     required = {**schema, "required": ["a"]}
     assert not _accepts(_compiled(any_order_compiler, required), '{"b": 1}')
+
+
+CLOSED_GROUPS = {**CASES["groups"][0], "additionalProperties": False}
+CLOSED = {"type": "object", "additionalProperties": False, "required": ["b"],
+          "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                         "c": {"type": "integer"}}}
+# (schema, one valid value per key; "z" is a key no schema lists)
+PREFIX_CASES = {
+    "open": (CASES["open"][0], {"a": 1, "b": "s", "z": None}),
+    "groups": (CASES["groups"][0], {"shape": "c", "radius": 1, "w": 2, "h": 3, "z": 0}),
+    "merged": (CASES["merged"][0], {"id": 7, "kind": "x", "z": []}),
+    "extra_schema": (CASES["extra_schema"][0], {"a": 1, "b_c": True, "z": "s"}),
+    "closed": (CLOSED, {"a": 1, "b": 2, "c": 3, "z": 4}),
+    "closed_groups": (CLOSED_GROUPS, {"shape": "c", "radius": 1, "w": 2, "h": 3, "z": 0}),
+}
+
+
+@pytest.mark.parametrize("case", list(PREFIX_CASES))
+@pytest.mark.parametrize("order", ["schema", "any"])
+def test_every_accepted_prefix_can_still_be_completed(
+        case: str, order: str, llg_compiler: GrammarCompiler,
+        any_order_compiler: GrammarCompiler) -> None:
+    """No dead end: a mask never allows a member after which the object cannot close (a key
+    the schema order places after a required one not yet written, a `oneOf` branch completed
+    besides another) nor a comma no member may follow. Every sequence of members the grammar
+    accepts as a prefix extends to a sequence it accepts whole."""
+    schema, values = PREFIX_CASES[case]
+    compiled = _compiled(llg_compiler if order == "schema" else any_order_compiler, schema)
+    closed = schema["additionalProperties"] is False
+    sequences = [list(p) for size in range(len(values) + 1)
+                 for p in itertools.permutations(values, size)]
+
+    def text(keys: list[str]) -> str:
+        return "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(values[k])}" for k in keys)
+
+    complete = {tuple(k) for k in sequences if _accepts(compiled, text(k) + "}")}
+    assert complete
+    for keys in sequences:
+        extensions = [c for c in complete if c[: len(keys)] == tuple(keys)]
+        if compiled.matcher().accept_text(text(keys)):
+            assert extensions, f"dead end after {text(keys)!r}"
+        if closed and keys and compiled.matcher().accept_text(text(keys) + ","):
+            assert any(len(c) > len(keys) for c in extensions), \
+                f"dead end after the comma in {text(keys)!r},"
