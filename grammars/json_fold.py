@@ -331,14 +331,14 @@ def _values(a: dict[str, Any], b: dict[str, Any]) -> list[Any] | None:
             sets.append(side["enum"])
     if len(sets) < 2:
         return None
-    keys = {_key(value) for value in sets[1]}
-    common = [value for value in sets[0] if _key(value) in keys]
+    keys = {value_key(value) for value in sets[1]}
+    common = [value for value in sets[0] if value_key(value) in keys]
     if not common:
         raise _Unsatisfiable
     return common
 
 
-def _key(value: Any) -> str:
+def value_key(value: Any) -> str:
     """JSON Schema equality: 1 and 1.0 are the same value, true and 1 are not."""
     def canon(item: Any) -> Any:
         if isinstance(item, (int, float)) and not isinstance(item, bool):

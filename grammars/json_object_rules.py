@@ -51,6 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grammars.json_fold import value_key
 from grammars.json_schema import resolve_ref
 
 PropertyOrder = Literal["schema", "any"]
@@ -180,7 +181,7 @@ class _Rules:
         if not isinstance(values, list) or not any(_has_number(v) for v in values):
             return None
         if "enum" in meaning and "const" in meaning:
-            values = [v for v in values if _json_equal(v, meaning["const"])]
+            values = [v for v in values if value_key(v) == value_key(meaning["const"])]
         kinds = meaning.get("type")
         if kinds is not None:
             kinds = [kinds] if isinstance(kinds, str) else kinds
@@ -404,7 +405,7 @@ class _Rules:
                 return
         members, conditions = [], []
         for index, value in values.items():
-            key = _lark_literal(json.dumps(view.names[index], ensure_ascii=False))
+            key = _key_literal(view.names[index])
             condition = self._member_condition(view, bits, set(values), index)
             conditions.append(condition)
             if condition != _FALSE:
@@ -414,7 +415,7 @@ class _Rules:
             extra = self.value(view.extra)
             if extra is not None:
                 key_name = f"{name.upper()}_KEY"
-                excluded = " | ".join(_lark_literal(json.dumps(n, ensure_ascii=False))
+                excluded = " | ".join(_key_literal(n)
                                       for n in view.names)
                 self.lines.append(f"{key_name}: {_KEY_REGEX}"
                                   + (f" & ~({excluded})" if excluded else ""))
@@ -487,18 +488,6 @@ def _has_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _json_equal(a: Any, b: Any) -> bool:
-    """JSON Schema equality: numbers by value (1 == 1.0), booleans apart from numbers."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    numbers = isinstance(a, (int, float)) and isinstance(b, (int, float))
-    return (numbers or type(a) is type(b)) and a == b
-
-
 def _is_type(value: Any, kind: str) -> bool:
     if kind == "integer":
         return _is_type(value, "number") and float(value) == int(value)
@@ -530,7 +519,7 @@ def _number_spellings(value: int | float) -> str:
 def _literal(value: Any) -> str:
     """A lark expression for the JSON value `value`, whitespace between its tokens."""
     if isinstance(value, dict):
-        members = [f"{_lark_literal(json.dumps(k, ensure_ascii=False))} WS? \":\" WS? "
+        members = [f"{_key_literal(k)} WS? \":\" WS? "
                    f"{_literal(v)}" for k, v in value.items()]
         return '("{" WS? ' + ' WS? "," WS? '.join(members) + (" WS?" if members else "") + ' "}")'
     if isinstance(value, list):
@@ -568,6 +557,11 @@ def _rewrite_refs(node: Any, refs: dict[str, str]) -> Any:
 def _lark_literal(text: str) -> str:
     """`text` as a lark string literal."""
     return json.dumps(text, ensure_ascii=False)
+
+
+def _key_literal(name: str) -> str:
+    """The lark literal of `name` written as a JSON string (an object key)."""
+    return _lark_literal(json.dumps(name, ensure_ascii=False))
 
 
 _TRUE, _FALSE = "true", "not(true)"
