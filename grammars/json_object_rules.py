@@ -26,9 +26,14 @@ Arrays whose items are such objects and `anyOf` / `oneOf` unions of them are rul
 objects under them are reached. Whitespace between the rules' tokens is explicit (`WS?`),
 as llguidance refuses whitespace before a `%json` leaf under `%ignore`.
 
+A string whose `pattern` is a search (not anchored at its start) is written as
+`%json {string} | %json {twin}`, its sliceable twin (grammars.json_search_strings): the same
+language, with masks inside it ~40x cheaper on llguidance; objects above it become rules to
+reach it.
+
 Returns None (the caller compiles the schema with the JSON compiler, whose grammar is then
 exact and cheaper) when nothing changes: under "schema" order, no object admits additional
-properties beside listed ones and no number constant is reached. An object holding what
+properties beside listed ones and no number constant or search-pattern string is reached. An object holding what
 these rules do not read (a `$ref` beside other keywords, `const` / `enum` on an object,
 non-literal `patternProperties`, `minProperties` / `maxProperties`, `anyOf` / `oneOf`
 branches that say more than `required`, more than 64 names) stays a leaf, as does what
@@ -53,6 +58,7 @@ from typing import Any, Literal
 
 from grammars.json_fold import value_key
 from grammars.json_schema import resolve_ref
+from grammars.json_search_strings import sliceable_twin
 
 PropertyOrder = Literal["schema", "any"]
 PROPERTY_ORDERS = ("schema", "any")
@@ -299,7 +305,8 @@ class _Rules:
         return None
 
     def converts(self, sub: Any) -> bool:
-        """Whether `sub` becomes rules (it or something under it changes language)."""
+        """Whether `sub` becomes rules: it or something under it changes language, or is a
+        search-pattern string with a sliceable twin (same language, cheaper masks)."""
         sub = self._deref(sub)
         if not isinstance(sub, dict):
             return False
@@ -317,10 +324,15 @@ class _Rules:
             result = self.converts(items)
         elif (branches := self._union(sub)) is not None:
             result = any(self.converts(b) for b in branches)
-        elif self._literals(sub) is not None:
+        elif self._literals(sub) is not None or self._twin(sub) is not None:
             result = True
         self.converts_memo[key] = result
         return result
+
+    def _twin(self, sub: dict[str, Any]) -> dict[str, Any] | None:
+        """A search-pattern string's sliceable twin (grammars.json_search_strings), except
+        at the root (a lark alternative there would admit whitespace before the value)."""
+        return None if sub is self.root else sliceable_twin(_meaning(sub))
 
     # --- writing -------------------------------------------------------------------------
     def value(self, schemas: list[Any]) -> str | None:
@@ -351,6 +363,12 @@ class _Rules:
             self._array(name, sub, items)
         elif (values := self._literals(sub)) is not None:
             self.lines.append(f"{name}: {' | '.join(map(_literal, values)) or 'NOTHING'}")
+        elif (twin := self._twin(sub)) is not None:
+            self.keep.append(twin)
+            original = self.leaf(sub)
+            second = self.leaf(twin) if original is not None else None
+            self.lines.append(f"{name}: {original or 'NOTHING'}"
+                              + (f" | {second}" if second is not None else ""))
         else:
             branches = [self.value([b]) for b in self._union(sub) or []]
             alternatives = [b for b in branches if b is not None]
