@@ -83,8 +83,9 @@ class CompiledGrammar:
 # bumped whenever specgate's own translation of a spec into a backend grammar changes, so a
 # grammar persisted by an older specgate is never read back (2: grammars.json_fold on xgrammar;
 # 3: grammars.json_object_rules on llguidance; 4: its members only where the object can still
-# close; 5: search-pattern strings with their sliceable twins, grammars.json_search_strings)
-TRANSLATION_VERSION = 5
+# close; 5: search-pattern strings with their sliceable twins, grammars.json_search_strings;
+# 6: percent-encoded `$ref` fragments resolved)
+TRANSLATION_VERSION = 6
 
 
 def _library_version(backend: Any) -> str:

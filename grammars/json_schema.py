@@ -45,6 +45,7 @@ Knows nothing of tokenizers or of how the grammar is compiled.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -124,12 +125,14 @@ def iter_subschemas(schema: Any, pointer: str = "") -> Iterator[tuple[str, dict[
 
 def ref_steps(root: Any, ref: Any) -> tuple[list[tuple[Any, str]], Any] | None:
     """The (node, key) steps a local `$ref` ("#", "#/a/b") takes from `root`, and the
-    subschema it reaches; None when it is not local or points nowhere."""
+    subschema it reaches; None when it is not local or points nowhere. The fragment is
+    percent-decoded first (RFC 6901 §6: `#/definitions/a%3Ab` names the key `a:b`)."""
     if not isinstance(ref, str) or not ref.startswith("#"):
         return None
     node = root
     steps: list[tuple[Any, str]] = []
-    for part in ref[1:].split("/")[1:] if ref != "#" else []:
+    pointer = urllib.parse.unquote(ref[1:])
+    for part in pointer.split("/")[1:] if pointer else []:
         part = part.replace("~1", "/").replace("~0", "~")
         steps.append((node, part))
         if isinstance(node, dict) and part in node:

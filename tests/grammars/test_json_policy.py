@@ -17,3 +17,19 @@ def test_memberless_objects_and_arrays_are_open(xgr_compiler) -> None:  # type: 
     assert matcher.can_stop()
     assert not compiled.matcher().accept_text('{"other": 1')  # listed properties stay strict
     assert not compiled.matcher().accept_text('{"n": "2"')
+
+
+def test_local_refs_resolve_as_rfc_6901_pointers_in_a_uri_fragment() -> None:
+    from grammars.json_schema import resolve_ref
+
+    root = {"definitions": {"ns:Time": {"type": "string"}, "a/b": 1, "c~d": 2, "e f": 3},
+            "items": [{"type": "null"}]}
+    assert resolve_ref(root, "#/definitions/ns%3ATime") == {"type": "string"}  # percent-decoded
+    assert resolve_ref(root, "#/definitions/ns:Time") == {"type": "string"}
+    assert resolve_ref(root, "#/definitions/a~1b") == 1
+    assert resolve_ref(root, "#/definitions/c~0d") == 2
+    assert resolve_ref(root, "#/definitions/e%20f") == 3
+    assert resolve_ref(root, "#/items/0") == {"type": "null"}
+    assert resolve_ref(root, "#") is root
+    assert resolve_ref(root, "#/definitions/missing") is None
+    assert resolve_ref(root, "other.json#/definitions/a~1b") is None  # not local

@@ -97,6 +97,7 @@ TEXTS = [
     '{"when": "2013-11-01T12:00:00", "n": 1}',
     '{"when": "on 2013-11-01, \\"quoted\\" \\u00e9 é 🙂\\n tail", "tags": ["x 1999-12-31"]}',
     '{"when": "no date here at all, just words", "n": 2}',  # refused at its closing quote
+    '{"when": "a line\\nthen 2013-11-01 tail"}',  # a newline before the match
     '{"when": "2013-1-01"}',
     '{"when": "say \\"hi\\" now", "n": 3}',  # a quote, then no match: refused
     '{"tags": ["2013-11-01"], "when": "2013-11-01"}',  # schema order: refused at "when"
