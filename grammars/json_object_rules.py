@@ -33,15 +33,16 @@ reach it.
 
 Returns None (the caller compiles the schema with the JSON compiler, whose grammar is then
 exact and cheaper) when nothing changes: under "schema" order, no object admits additional
-properties beside listed ones and no number constant or search-pattern string is reached. An object holding what
-these rules do not read (a `$ref` beside other keywords, `const` / `enum` on an object,
-non-literal `patternProperties`, `minProperties` / `maxProperties`, `anyOf` / `oneOf`
-branches that say more than `required`, more than 64 names) stays a leaf, as does what
-lies under it.
+properties beside listed ones and no number constant or search-pattern string is reached.
+An object holding what these rules do not read (a `$ref` beside other keywords, `const` /
+`enum` on an object, non-literal `patternProperties`, `minProperties` / `maxProperties`,
+`anyOf` / `oneOf` branches that say more than `required`, more than 64 names) stays a leaf,
+as does what lies under it.
 
 Invariant: every language this grammar admits is admitted by the schema as the JSON compiler
 reads it (same keywords ignored: those llguidance's `lenient` mode ignores), except for key
-order and the place of additional properties; tested against python-jsonschema.
+order and the place of additional properties; tested against python-jsonschema. Twins add
+nothing (masks compared position by position, tests/grammars/test_json_search_strings.py).
 
 Knows nothing of tokenizers, matchers, caching or HTTP.
 """
@@ -364,7 +365,6 @@ class _Rules:
         elif (values := self._literals(sub)) is not None:
             self.lines.append(f"{name}: {' | '.join(map(_literal, values)) or 'NOTHING'}")
         elif (twin := self._twin(sub)) is not None:
-            self.keep.append(twin)
             original = self.leaf(sub)
             second = self.leaf(twin) if original is not None else None
             self.lines.append(f"{name}: {original or 'NOTHING'}"
