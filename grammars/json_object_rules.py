@@ -156,6 +156,7 @@ class _Rules:
         self.views: dict[int, _ObjectView | None] = {}
         self.leaf_chars = 0
         self.keep: list[Any] = []  # subschemas made here, alive while their ids are keys
+        self.top = self._deref(root)  # the root value, through `$ref`-only chains
 
     # --- reading -------------------------------------------------------------------------
     def _deref(self, sub: Any, depth: int = 0) -> Any:
@@ -333,7 +334,7 @@ class _Rules:
     def _twin(self, sub: dict[str, Any]) -> dict[str, Any] | None:
         """A search-pattern string's sliceable twin (grammars.json_search_strings), except
         at the root (a lark alternative there would admit whitespace before the value)."""
-        return None if sub is self.root else sliceable_twin(_meaning(sub))
+        return None if sub is self.top else sliceable_twin(_meaning(sub))
 
     # --- writing -------------------------------------------------------------------------
     def value(self, schemas: list[Any]) -> str | None:
@@ -433,8 +434,7 @@ class _Rules:
             extra = self.value(view.extra)
             if extra is not None:
                 key_name = f"{name.upper()}_KEY"
-                excluded = " | ".join(_key_literal(n)
-                                      for n in view.names)
+                excluded = " | ".join(_key_literal(n) for n in view.names)
                 self.lines.append(f"{key_name}: {_KEY_REGEX}"
                                   + (f" & ~({excluded})" if excluded else ""))
                 members.append(f'{key_name} WS? ":" WS? {extra} WS? {name}_tail::_')

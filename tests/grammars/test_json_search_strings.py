@@ -89,6 +89,8 @@ def test_twins_reach_nested_strings_but_not_a_root_string() -> None:
     assert grammar is not None and grammar.count("%json") == 5  # when, tags item: two each; n
     assert object_rules_grammar({"type": "string", "pattern": r"\d-\d"},
                                 property_order="schema", json_options=OPTIONS) is None
+    through_ref = {"$ref": "#/$defs/s", "$defs": {"s": {"type": "string", "pattern": "a"}}}
+    assert object_rules_grammar(through_ref, property_order="schema", json_options=OPTIONS) is None
     anchored = _schema(r"^\d-\d$")
     assert object_rules_grammar(anchored, property_order="schema", json_options=OPTIONS) is None
 
