@@ -84,8 +84,9 @@ class CompiledGrammar:
 # grammar persisted by an older specgate is never read back (2: grammars.json_fold on xgrammar;
 # 3: grammars.json_object_rules on llguidance; 4: its members only where the object can still
 # close; 5: search-pattern strings with their sliceable twins, grammars.json_search_strings;
-# 6: percent-encoded `$ref` fragments resolved)
-TRANSLATION_VERSION = 6
+# 6: percent-encoded `$ref` fragments resolved; 7: keywords beside a `$ref` resolved first,
+# grammars.json_ref_siblings)
+TRANSLATION_VERSION = 7
 
 
 def _library_version(backend: Any) -> str:

@@ -74,6 +74,7 @@ _UPPER = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties
 _BRANCH_KEYS = ("anyOf", "oneOf")
 # kept from the first side: nothing the xgrammar grammar enforces depends on them
 _PASSIVE = (ANNOTATIONS | UNENFORCED) - {"allOf", "anyOf", "oneOf"}
+_SIBLING_READERS = ("unevaluatedProperties", "unevaluatedItems")
 _REF = re.compile(r'"\$ref":\s*"(#[^"]*)"')
 
 
@@ -107,9 +108,23 @@ def _outside_folds(root: Any, ref: str) -> bool:
         and part not in ("$defs", "definitions") for node, part in found[0])
 
 
+def conjunction(root: dict[str, Any], a: Any, b: Any) -> Any:
+    """`a` and `b` (subschemas of `root`: their `$ref`s resolve against it) merged into one
+    schema admitting exactly what both admit, for every backend: unlike the fold, a keyword
+    the xgrammar backend ignores (UNENFORCED) that both sides hold with different values
+    leaves it undone. False when nothing satisfies both; None where it cannot be done."""
+    try:
+        return _Folder(root, exact=True).merge(a, b)
+    except _Unsatisfiable:
+        return False
+    except _CannotFold:
+        return None
+
+
 class _Folder:
-    def __init__(self, root: dict[str, Any]) -> None:
+    def __init__(self, root: dict[str, Any], *, exact: bool = False) -> None:
         self.root = root
+        self.exact = exact  # UNENFORCED keywords count: both sides' must agree
         self.stack: list[str] = []
         self.targets: dict[str, Any] = {}
         self.depth = 0
@@ -230,12 +245,17 @@ class _Folder:
         return folded
 
     def _merge_plain(self, a: dict[str, Any], b: dict[str, Any]) -> Any:
+        if self.exact and any(key in side for side in (a, b) for key in _SIBLING_READERS):
+            raise _CannotFold  # what they admit depends on the keywords beside them
         out = dict(a)
         for key, value in b.items():
             if key not in out:
                 out[key] = value
-            elif key in _PASSIVE or out[key] == value:
+            elif out[key] == value or (key in _PASSIVE and not (self.exact and key
+                                                               not in ANNOTATIONS)):
                 continue
+            elif key in _PASSIVE:
+                raise _CannotFold  # exact: one key cannot hold both sides' values
             elif key == "type":
                 out[key] = _types(out[key], value)
             elif key in ("enum", "const"):

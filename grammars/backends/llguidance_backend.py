@@ -12,6 +12,9 @@ xgrammar backend does:
 - objects and arrays that constrain no members admit any (`open_memberless`); otherwise no
   properties beyond the listed ones and no items past `prefixItems` unless the schema says
   so (`close_unlisted`, xgrammar's `strict_mode`), unless `allow_extra_properties`;
+- then what llguidance would have to intersect with a `$ref` is resolved first
+  (grammars.json_ref_siblings): it cannot when the `$ref` is recursive, and refused such
+  schemas (WashingtonPost's took 20-23 s on auto's xgrammar fallback);
 - whitespace runs are bounded at `max_whitespace` characters of `[ \\t\\n\\r]` by a
   WhitespaceCap on the matcher (llguidance repeats its whitespace lexeme without bound, so
   its own pattern cannot bound a gap; vLLM #38696); the cap also bounds runs of spaces
@@ -60,6 +63,7 @@ from grammars.errors import GrammarError
 from grammars.json_closure import close_unlisted
 from grammars.json_formats import FORMAT_PATTERNS, formats_as_patterns
 from grammars.json_object_rules import PROPERTY_ORDERS, PropertyOrder, object_rules_grammar
+from grammars.json_ref_siblings import resolve_ref_siblings
 from grammars.json_schema import check_refs_local, open_memberless
 from grammars.json_search_strings import PLAIN
 from grammars.matcher import Matcher
@@ -204,6 +208,7 @@ class LLGuidanceBackend:
             schema = formats_as_patterns(schema, FORMAT_PATTERNS)  # formats llguidance ignores
             if not self.allow_extra_properties:
                 schema = close_unlisted(open_memberless(schema))
+            schema = resolve_ref_siblings(schema)  # intersections llguidance cannot do itself
             if schema is False:
                 raise GrammarError("the JSON schema `false` admits no value")
             if schema is True:

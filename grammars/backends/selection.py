@@ -8,7 +8,8 @@ Contract:
   to try in order: JSON schemas go to llguidance first (compiled in milliseconds: its lazy
   lexer never expands `maxLength` / `minItems` bounds up front, which is what costs xgrammar
   seconds to minutes on real-world schemas) and to xgrammar when llguidance refuses one
-  (overlapping `patternProperties`, recursion beside sibling keywords, lookarounds), so auto
+  (overlapping `patternProperties` patterns, recursion beside sibling keywords
+  grammars.json_ref_siblings cannot resolve, lookarounds), so auto
   refuses only what both refuse; every other kind goes to xgrammar alone (SQL, tools,
   EBNF/Lark, regex, choice and `json_object` compile fast there and its masks are cheap). Measured, per category, by
   `python -m benchmarks.schema_coverage` (README "Grammars on real-world schemas").
