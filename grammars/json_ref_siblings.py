@@ -1,7 +1,7 @@
 """Keywords llguidance would intersect with a `$ref`, resolved before it sees them.
 
-llguidance compiles a keyword beside a `$ref`, beside `anyOf` / `oneOf` branches or `allOf`
-members, and a listed property that a `patternProperties` pattern also matches, by
+llguidance compiles a keyword beside a `$ref` or beside `anyOf` / `oneOf` branches, and a
+listed property that a `patternProperties` pattern also matches, by
 intersecting the two schemas at compile time. It cannot when a `$ref` there is still being
 defined: a recursive schema with such a sibling is refused ("circular references with sibling
 keys"). The closure (grammars.json_closure, `open_memberless`) adds such siblings to real
@@ -13,9 +13,9 @@ ignores a pattern's schema for listed names).
 
 Contract: `resolve_ref_siblings(schema)` takes the schema as the llguidance backend sends it
 (closed) and returns a copy (the input is not modified) where, exactly:
-- beside a `$ref`, `anyOf`, `oneOf` or `allOf`, `additionalProperties: true` (the default)
-  is deleted, and so is a `type` that the `$ref`'s target, every branch of an `anyOf` /
-  `oneOf`, or one `allOf` member already has within it (through `$ref`-only chains);
+- beside a `$ref`, `anyOf` or `oneOf`, `additionalProperties: true` (the default) is
+  deleted, and so is a `type` that the `$ref`'s target or every branch of an `anyOf` /
+  `oneOf` already has within it (through `$ref`-only chains);
 - for each object schema with `properties` and `patternProperties` and each listed name
   exactly one pattern matches (Python `re.search`):
   - the pattern matches every string (a search that matches the empty string with no `$`
@@ -76,8 +76,10 @@ def resolve_ref_siblings(schema: Any) -> Any:
 
 
 def _drop_no_op_siblings(root: dict[str, Any], sub: dict[str, Any]) -> None:
-    """Delete what beside a `$ref` / `anyOf` / `oneOf` / `allOf` constrains nothing more."""
-    if not any(key in sub for key in ("$ref", "anyOf", "oneOf", "allOf")):
+    """Delete what beside a `$ref` / `anyOf` / `oneOf` constrains nothing more. Not beside
+    `allOf`: grammars.json_object_rules reads an object's members through it, and needs
+    the parent's `type`."""
+    if not any(key in sub for key in ("$ref", "anyOf", "oneOf")):
         return
     if sub.get("additionalProperties") is True:
         del sub["additionalProperties"]  # the default: constrains nothing
@@ -93,8 +95,7 @@ def _drop_no_op_siblings(root: dict[str, Any], sub: dict[str, Any]) -> None:
     branch_lists = [sub[key] for key in ("anyOf", "oneOf") if isinstance(sub.get(key), list)]
     if ("$ref" in sub and implies({"$ref": sub["$ref"]})) or any(
             branches and all(implies(branch) for branch in branches)
-            for branches in branch_lists) or (
-            isinstance(sub.get("allOf"), list) and any(map(implies, sub["allOf"]))):
+            for branches in branch_lists):
         del sub["type"]
 
 

@@ -69,10 +69,11 @@ OBJECTS = [{}, {"name": "a"}, {"id": 1}, {"id": "x"}, {"name": 1}, {"kids": [{"n
 @pytest.mark.parametrize(("schema", "dropped"), [
     ({"type": "object", "anyOf": [NODE, LEAF]}, True),
     ({"type": "object", "additionalProperties": True, "anyOf": [NODE, LEAF]}, True),
+    ({"type": "object", "additionalProperties": True, "allOf": [LEAF]}, False),
     ({"type": "object", "oneOf": [NODE, {"$ref": "#/$defs/leaf", "title": "t"}]}, True),
     ({"type": ["object", "null"], "anyOf": [NODE, LEAF]}, True),
     ({"type": "object", **NODE}, True),
-    ({"type": "object", "allOf": [{"required": ["id"]}, LEAF]}, True),
+    ({"type": "object", "allOf": [{"required": ["id"]}, LEAF]}, False),  # object rules read it
     ({"type": "object", "anyOf": [NODE, {"required": ["id"]}]}, False),  # a branch untyped
     ({"type": "object", "anyOf": [NODE, {"$ref": "#/$defs/word"}]}, False),  # not within
     ({"type": "array", "anyOf": [NODE]}, False),
@@ -83,7 +84,8 @@ def test_what_constrains_nothing_beside_a_ref_or_branches_is_dropped(schema: dic
     schema = {**schema, "$defs": DEFS}
     out = resolve_ref_siblings(schema)
     assert ("type" not in out) == dropped
-    assert "additionalProperties" not in out  # `true`: constrains nothing
+    if "additionalProperties" in schema:  # `true`: a no-op, kept beside `allOf` only
+        assert ("additionalProperties" in out) == ("allOf" in schema)
     _agree(schema, out, [*OBJECTS, 1.5, 2, "x"])
 
 
