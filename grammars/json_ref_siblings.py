@@ -26,8 +26,8 @@ Contract: `resolve_ref_siblings(schema)` takes the schema as the llguidance back
     the pattern admits do not change: llguidance keeps listed names out of pattern keys;
   - otherwise, when P and L are the same schema up to annotations, L becomes `{}`:
     llguidance intersects `{}` with P, which resolves no `$ref`, and gets P, that is L.
-    Only for patterns of printable ASCII with no backslash, read alike by Python and
-    llguidance;
+    Only for patterns of printable ASCII with no backslash and names of printable ASCII,
+    read alike by Python and llguidance (`.` differs on `\\r` and U+2028);
   - a pattern schema that is `{}` / `true` needs nothing.
 Anything else is left as written. Skipped: schemas with no `$ref` or with a nested `$id` /
 `id` (their `$ref`s resolve against it), objects a `$ref` points into, and conjunctions
@@ -52,7 +52,7 @@ from grammars.json_schema import ANNOTATIONS, iter_subschemas, resolve_ref
 
 _ASSERTIONS = re.compile(r"\$|\\[bBZzAG]|\(\?[=!<]")
 _REF = re.compile(r'"\$ref":\s*"(#[^"]*)"')
-_PLAIN_PATTERN = re.compile(r"[\x20-\x7e]*")
+_PLAIN = re.compile(r"[\x20-\x7e]*")  # printable ASCII: Python and llguidance read it alike
 
 
 def resolve_ref_siblings(schema: Any) -> Any:
@@ -65,8 +65,9 @@ def resolve_ref_siblings(schema: Any) -> Any:
             if pointer for key in ("$id", "id")):
         return root
     targets = [urllib.parse.unquote(ref[1:]) for ref in set(_REF.findall(text))]
-    for pointer, sub in list(iter_subschemas(root)):
+    for _, sub in list(iter_subschemas(root)):
         _drop_no_op_siblings(root, sub)
+    for pointer, sub in list(iter_subschemas(root)):
         listed, patterns = sub.get("properties"), sub.get("patternProperties")
         if (isinstance(listed, dict) and isinstance(patterns, dict) and patterns
                 and not any(target.startswith(f"{pointer}/{key}/") for target in targets
@@ -142,7 +143,7 @@ def _separate(root: dict[str, Any], listed: dict[str, Any],
                 continue
             listed[name] = merged
             excluded.setdefault(pattern, []).append(name)
-        elif (_PLAIN_PATTERN.fullmatch(pattern) and "\\" not in pattern
+        elif (_PLAIN.fullmatch(pattern) and _PLAIN.fullmatch(name) and "\\" not in pattern
               and _strip(own) == _strip(other)):
             listed[name] = {}
     if excluded:

@@ -128,6 +128,8 @@ def test_equal_schemas_under_a_narrower_pattern_leave_the_listed_one_empty() -> 
         "minimum": 0}}, "$defs": DEFS},
     # a backslash: Python and llguidance might read it differently
     {"properties": {"a1": NODE}, "patternProperties": {"^a\\d$": NODE}, "$defs": DEFS},
+    # a name with a character `.` reads differently in Python and llguidance
+    {"properties": {"a\rb": NODE}, "patternProperties": {"^a.b$": NODE}, "$defs": DEFS},
     # a pattern Python does not read
     {"properties": {"a": NODE}, "patternProperties": {"\\p{L}": {"type": "string"}},
      "$defs": DEFS},
