@@ -18,6 +18,8 @@ import grammars.backends.llguidance_backend as llguidance_backend
 from grammars import GrammarCompiler, GrammarError, GrammarSpec
 from grammars.json_fold import conjunction
 from grammars.json_ref_siblings import _other_than, resolve_ref_siblings
+from tests.grammars.test_json_fold import INSTANCES as FOLD_INSTANCES
+from tests.grammars.test_json_fold import SHAPES, _as_anyof
 
 CLOSED = {"additionalProperties": False}
 
@@ -228,3 +230,41 @@ def test_a_recursive_schema_with_ref_siblings_compiles_and_is_exact(
         assert accepted == oracle.is_valid(instance), instance
         verdicts.append(accepted)
     assert any(verdicts) and not all(verdicts)
+
+
+# conjunction: exact wherever it answers (python-jsonschema, `oneOf` read as `anyOf`)
+_EXTRA_SHAPES: dict[str, Any] = {
+    "not a": {"not": {"required": ["a"]}},
+    "not b": {"type": "object", "not": {"required": ["b"]}},
+    "dependent": {"dependentRequired": {"a": ["b"]}},
+    "unevaluated": {"properties": {"a": {}}, "unevaluatedProperties": False},
+    "closed": {"type": "object", "properties": {"a": {"type": "string"}, "kind": {}},
+               "additionalProperties": False},
+    "leaf": LEAF,
+}
+_SHAPES = {**SHAPES, **_EXTRA_SHAPES}
+INSTANCES_BOTH = [*FOLD_INSTANCES, {"a": "x", "kind": "cat"}, {"id": 1}, {"id": 1, "a": "x"},
+                  {"b": 1, "a": "x", "c": 1}]
+_ROOT = {"$defs": {**DEFS, **{name: sub for shape in SHAPES.values()
+                              for name, sub in shape.get("$defs", {}).items()}}}
+
+
+def _without_defs(schema: Any) -> Any:
+    return {key: value for key, value in schema.items() if key != "$defs"}
+
+
+@pytest.mark.parametrize("first", list(_SHAPES))
+def test_a_conjunction_admits_exactly_what_both_sides_admit(first: str) -> None:
+    answered = 0
+    for second in _SHAPES:
+        a, b = _without_defs(_SHAPES[first]), _without_defs(_SHAPES[second])
+        merged = conjunction(_ROOT, a, b)
+        if merged is None:
+            continue
+        answered += 1
+        validators = [jsonschema.Draft202012Validator(_as_anyof({**_ROOT, "allOf": [schema]}))
+                      for schema in (merged, a, b)]
+        for instance in INSTANCES_BOTH:
+            both, first_side, second_side = (v.is_valid(instance) for v in validators)
+            assert both == (first_side and second_side), (second, merged, instance)
+    assert answered
