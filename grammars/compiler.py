@@ -85,8 +85,8 @@ class CompiledGrammar:
 # 3: grammars.json_object_rules on llguidance; 4: its members only where the object can still
 # close; 5: search-pattern strings with their sliceable twins, grammars.json_search_strings;
 # 6: percent-encoded `$ref` fragments resolved; 7: keywords beside a `$ref` resolved first,
-# grammars.json_ref_siblings)
-TRANSLATION_VERSION = 7
+# grammars.json_ref_siblings; 8: and a `$ref` beside keywords defined as their conjunction)
+TRANSLATION_VERSION = 8
 
 
 def _library_version(backend: Any) -> str:

@@ -1,41 +1,47 @@
 """Keywords llguidance would intersect with a `$ref`, resolved before it sees them.
 
 llguidance compiles a keyword beside a `$ref` or beside `anyOf` / `oneOf` branches, and a
-listed property that a `patternProperties` pattern also matches, by
-intersecting the two schemas at compile time. It cannot when a `$ref` there is still being
-defined: a recursive schema with such a sibling is refused ("circular references with sibling
-keys"). The closure (grammars.json_closure, `open_memberless`) adds such siblings to real
-schemas: `{"type": "object", "anyOf": [{"$ref": …}, …]}` gets `additionalProperties: true`.
-So four WashingtonPost schemas of the real-world set (content types that list `basic`,
-`redirect`, `by`, … beside a `.*` pattern whose schema reaches the recursive `content_json`)
-were refused, and auto fell back to xgrammar: 20-23 s to compile, and looser (xgrammar
-ignores a pattern's schema for listed names).
+listed property that a `patternProperties` pattern also matches, by intersecting the two
+schemas at compile time. It cannot when a `$ref` there is still being defined: a recursive
+schema with such a sibling is refused ("circular references with sibling keys"), and auto
+falls back to xgrammar. Four WashingtonPost schemas of the real-world set (`{"type":
+"object", "anyOf": [{"$ref": …}, …]}` everywhere, and content types that list `basic`,
+`redirect`, `by`, … beside a `.*` pattern whose schema reaches the recursive
+`content_json`) took 20-23 s there, looser (xgrammar ignores a pattern's schema for listed
+names); one Github_ultra schema writes `{"type": "object", "$ref": "#/definitions/Spec"}`
+inside Spec, whose target has no `type`.
 
 Contract: `resolve_ref_siblings(schema)` takes the schema as the llguidance backend sends it
-(closed) and returns a copy (the input is not modified) where, exactly:
+(closed by grammars.json_closure) and returns a copy (the input is not modified) where,
+exactly:
 - beside a `$ref`, `anyOf` or `oneOf`, `additionalProperties: true` (the default) is
   deleted, and so is a `type` that the `$ref`'s target or every branch of an `anyOf` /
   `oneOf` already has within it (through `$ref`-only chains);
+- a `$ref` still beside other keywords becomes a `$ref` to a new definition
+  (`sg_conjunction_N` under the root's `$defs` / `definitions`): the conjunction of the
+  keywords and the target (grammars.json_fold.conjunction), one per distinct pair, where
+  such `$ref`s are replaced in turn, so a recursive target refers to its new definition
+  (the indirection llguidance's `intersect_ref` lacks);
 - for each object schema with `properties` and `patternProperties` and each listed name
   exactly one pattern matches (Python `re.search`):
   - the pattern matches every string (a search that matches the empty string with no `$`
     or other assertion: `.*`, `^[a-z_]*`): the listed schema becomes L∧P, computed here by
-    grammars.json_fold.conjunction (`$ref`s inlined where needed; `false` where no value
-    satisfies both), and the pattern is rewritten to match every string but the names so
-    handled (a lookaround-free regex), so llguidance intersects nothing for them. The keys
-    the pattern admits do not change: llguidance keeps listed names out of pattern keys;
+    the same conjunction (`$ref`s inlined where needed; `false` where no value satisfies
+    both), and the pattern is rewritten to match every string but the names so handled (a
+    lookaround-free regex), so llguidance intersects nothing for them. The keys the
+    pattern admits do not change: llguidance keeps listed names out of pattern keys;
   - otherwise, when P and L are the same schema up to annotations, L becomes `{}`:
     llguidance intersects `{}` with P, which resolves no `$ref`, and gets P, that is L.
     Only for patterns of printable ASCII with no backslash and names of printable ASCII,
     read alike by Python and llguidance (`.` differs on `\\r` and U+2028);
   - a pattern schema that is `{}` / `true` needs nothing.
 Anything else is left as written. Skipped: schemas with no `$ref` or with a nested `$id` /
-`id` (their `$ref`s resolve against it), objects a `$ref` points into, and conjunctions
-larger than json_fold's MAX_GROWTH bound.
+`id` (their `$ref`s resolve against it), schemas a `$ref` points inside, conjunctions
+larger than json_fold's MAX_GROWTH bound, and past _MAX_DEFINED new definitions.
 Invariant: the result admits exactly what the input admits (tests/grammars/
 test_json_ref_siblings.py, against python-jsonschema and through llguidance).
-Measured (benchmarks.schema_coverage, llguidance): 1,038 → 1,042 of 1,050 real-world schemas
-compile (WashingtonPost 21 → 25 of 25), every verdict unchanged.
+Measured (benchmarks.schema_coverage, llguidance): 1,038 → 1,043 of 1,050 real-world schemas
+compile (WashingtonPost 21 → 25 of 25, Github_ultra 24 → 25), every verdict unchanged.
 
 Knows nothing of backends, tokenizers or compilation.
 """
@@ -52,6 +58,8 @@ from grammars.json_schema import ANNOTATIONS, iter_subschemas, resolve_ref
 
 _ASSERTIONS = re.compile(r"\$|\\[bBZzAG]|\(\?[=!<]")
 _REF = re.compile(r'"\$ref":\s*"(#[^"]*)"')
+_MAX_DEFINED = 64  # new definitions (and passes) at most
+_KEPT = ("$defs", "definitions", "$schema")  # where a schema replaced by a `$ref` keeps them
 _PLAIN = re.compile(r"[\x20-\x7e]*")  # printable ASCII: Python and llguidance read it alike
 
 
@@ -67,6 +75,7 @@ def resolve_ref_siblings(schema: Any) -> Any:
     targets = [urllib.parse.unquote(ref[1:]) for ref in set(_REF.findall(text))]
     for _, sub in list(iter_subschemas(root)):
         _drop_no_op_siblings(root, sub)
+    _define_ref_conjunctions(root, targets)
     for pointer, sub in list(iter_subschemas(root)):
         listed, patterns = sub.get("properties"), sub.get("patternProperties")
         if (isinstance(listed, dict) and isinstance(patterns, dict) and patterns
@@ -98,6 +107,46 @@ def _drop_no_op_siblings(root: dict[str, Any], sub: dict[str, Any]) -> None:
             branches and all(implies(branch) for branch in branches)
             for branches in branch_lists):
         del sub["type"]
+
+
+def _define_ref_conjunctions(root: dict[str, Any], targets: list[str]) -> None:
+    """Replace each `{"$ref": R, …keywords}` by a `$ref` to a new definition, the
+    conjunction of the keywords and R's target (grammars.json_fold.conjunction), one per
+    distinct (R, keywords), its own such `$ref`s replaced in turn (a recursive target then
+    refers to its new definition: the indirection llguidance's `intersect_ref` lacks).
+    Left as written where a conjunction is not exact, grows past the MAX_GROWTH bound, or
+    a `$ref` points inside."""
+    home = root.setdefault("$defs" if "$defs" in root or "definitions" not in root
+                           else "definitions", {})
+    if not isinstance(home, dict):
+        return
+    made: dict[tuple[str, str], str | None] = {}
+    for _ in range(_MAX_DEFINED):
+        changed = False
+        for pointer, sub in list(iter_subschemas(root)):
+            kept = {key: sub[key] for key in _KEPT if key in sub}
+            rest = {key: value for key, value in sub.items() if key not in kept and key != "$ref"}
+            ref = sub.get("$ref")
+            if not isinstance(ref, str) or not set(rest) - ANNOTATIONS or any(
+                    target.startswith(f"{pointer}/") and target.split("/")[
+                        pointer.count("/") + 1] not in _KEPT for target in targets):
+                continue  # (a `$ref` into what the schema keeps is fine)
+            key = (ref, json.dumps(rest, sort_keys=True))
+            if key not in made:
+                merged = conjunction(root, rest, {"$ref": ref})
+                fits = isinstance(merged, dict) and len(made) < _MAX_DEFINED and len(
+                    json.dumps(merged)) <= MAX_GROWTH * len(json.dumps(resolve_ref(root, ref)))
+                name = f"sg_conjunction_{len(made)}"
+                made[key] = None
+                if fits and "$ref" not in merged and name not in home:
+                    home[name] = merged
+                    made[key] = f"#/{'$defs' if home is root.get('$defs') else 'definitions'}/{name}"
+            if made[key] is not None:
+                sub.clear()
+                sub.update(kept, **{"$ref": made[key]})
+                changed = True
+        if not changed:
+            return
 
 
 def _types(kind: Any) -> set[str] | None:

@@ -268,3 +268,38 @@ def test_a_conjunction_admits_exactly_what_both_sides_admit(first: str) -> None:
             both, first_side, second_side = (v.is_valid(instance) for v in validators)
             assert both == (first_side and second_side), (second, merged, instance)
     assert answered
+
+
+# a `$ref` with a sibling its target does not imply, recursive (Github_ultra o39449's
+# `{"type": "object", "$ref": "#/definitions/ServiceSpecification"}`, whose target has no type)
+SPEC = {"$defs": {"spec": {"required": ["id"], "properties": {
+    "id": {"type": "string"},
+    "parts": {"type": "array", "items": {"type": "object", "$ref": "#/$defs/spec"}}},
+    **CLOSED}}, "type": "object", "$ref": "#/$defs/spec"}
+SPEC_INSTANCES = [{"id": "a"}, {"id": "a", "parts": [{"id": "b"}]}, {"id": "a", "parts": [
+    {"id": "b", "parts": [{"id": 1}]}]}, {"parts": []}, {"id": "a", "parts": ["x"]},
+    {"id": "a", "x": 1}]
+
+
+def test_a_ref_beside_keywords_becomes_a_ref_to_their_conjunction() -> None:
+    out = resolve_ref_siblings(SPEC)
+    assert set(out) == {"$defs", "$ref"}  # the root keeps its definitions
+    defined = out["$defs"][out["$ref"].rsplit("/", 1)[1]]
+    assert defined["type"] == "object" and defined["required"] == ["id"]
+    assert defined["properties"]["parts"]["items"] == {"$ref": out["$ref"]}  # recursion closed
+    _agree(SPEC, out, [*SPEC_INSTANCES, "x", 1, None])
+
+
+def test_a_recursive_ref_beside_keywords_compiles_and_is_exact(
+        llg_compiler: GrammarCompiler, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = GrammarSpec("json_schema", json.dumps(SPEC))
+    with monkeypatch.context() as patch:
+        patch.setattr(llguidance_backend, "resolve_ref_siblings", lambda schema: schema)
+        with pytest.raises(GrammarError, match="circular references with sibling keys"):
+            llg_compiler._get_backend("llguidance").compile(spec)
+    compiled = llg_compiler.compile(spec)
+    oracle = jsonschema.Draft202012Validator(SPEC)
+    for instance in SPEC_INSTANCES:
+        matcher = compiled.matcher()
+        accepted = bool(matcher.accept_text(json.dumps(instance)) and matcher.can_stop())
+        assert accepted == oracle.is_valid(instance), instance
