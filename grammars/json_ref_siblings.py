@@ -59,7 +59,7 @@ from grammars.json_schema import ANNOTATIONS, iter_subschemas, resolve_ref
 _ASSERTIONS = re.compile(r"\$|\\[bBZzAG]|\(\?[=!<]")
 _REF = re.compile(r'"\$ref":\s*"(#[^"]*)"')
 _MAX_DEFINED = 64  # new definitions (and passes) at most
-_KEPT = ("$defs", "definitions", "$schema")  # where a schema replaced by a `$ref` keeps them
+_KEPT = ("$defs", "definitions", "$schema", "$id", "id")  # a schema replaced by a `$ref` keeps them
 _PLAIN = re.compile(r"[\x20-\x7e]*")  # printable ASCII: Python and llguidance read it alike
 
 

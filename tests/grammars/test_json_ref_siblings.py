@@ -303,3 +303,18 @@ def test_a_recursive_ref_beside_keywords_compiles_and_is_exact(
         matcher = compiled.matcher()
         accepted = bool(matcher.accept_text(json.dumps(instance)) and matcher.can_stop())
         assert accepted == oracle.is_valid(instance), instance
+
+
+def test_a_root_base_uri_stays_at_the_root(llg_compiler: GrammarCompiler) -> None:
+    """A draft-4 `id` beside a root `$ref` is the document's base URI, not a keyword to
+    conjoin: moved into a definition it would re-base that definition's `$ref`s
+    (JsonSchemaStore's kustomization schema)."""
+    schema = {"id": "https://example.com/k.json", "$schema": "http://json-schema.org/draft-04/schema#",
+              "$ref": "#/definitions/k", "definitions": {
+                  "k": {"type": "object", "properties": {"a": {"$ref": "#/definitions/a"}}},
+                  "a": {"type": "string"}}}
+    assert resolve_ref_siblings(schema) == schema
+    compiled = llg_compiler.compile(GrammarSpec("json_schema", json.dumps(schema)))
+    for text, allowed in (('{"a": "x"}', True), ('{"a": 1}', False)):
+        matcher = compiled.matcher()
+        assert bool(matcher.accept_text(text) and matcher.can_stop()) == allowed, text
