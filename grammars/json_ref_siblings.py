@@ -116,8 +116,8 @@ def _define_ref_conjunctions(root: dict[str, Any], targets: list[str]) -> None:
     refers to its new definition: the indirection llguidance's `intersect_ref` lacks).
     Left as written where a conjunction is not exact, grows past the MAX_GROWTH bound, or
     a `$ref` points inside."""
-    home = root.setdefault("$defs" if "$defs" in root or "definitions" not in root
-                           else "definitions", {})
+    home_key = "$defs" if "$defs" in root or "definitions" not in root else "definitions"
+    home = root.get(home_key, {})
     if not isinstance(home, dict):
         return
     made: dict[tuple[str, str], str | None] = {}
@@ -140,7 +140,8 @@ def _define_ref_conjunctions(root: dict[str, Any], targets: list[str]) -> None:
                 made[key] = None
                 if fits and "$ref" not in merged and name not in home:
                     home[name] = merged
-                    made[key] = f"#/{'$defs' if home is root.get('$defs') else 'definitions'}/{name}"
+                    root[home_key] = home  # made when the first definition is
+                    made[key] = f"#/{home_key}/{name}"
             if made[key] is not None:
                 sub.clear()
                 sub.update(kept, **{"$ref": made[key]})

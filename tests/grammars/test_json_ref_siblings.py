@@ -157,6 +157,14 @@ def test_the_input_is_not_modified() -> None:
     assert json.dumps(schema) == before
 
 
+def test_a_schema_with_nothing_to_resolve_comes_back_equal() -> None:
+    for schema in ({"type": "object", "properties": {"a": {"$ref": "#/definitions/a"}},
+                    "definitions": {"a": {"type": "string"}}},
+                   {"type": "object", "properties": {"a": {"type": "string"},
+                                                     "b": {"$ref": "#/properties/a"}}}):
+        assert resolve_ref_siblings(schema) == schema  # no empty `$defs` either
+
+
 def test_conjunction_keeps_both_sides_or_gives_up() -> None:
     root: dict[str, Any] = {"$defs": DEFS}
     assert conjunction(root, {"type": "object", "not": {"required": ["a"]}},
