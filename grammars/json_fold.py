@@ -31,6 +31,10 @@ its `$defs` / `definitions`: `"#/properties/x"` beside a root `anyOf`, whose `pr
 move into the branches), a nested `$id` / draft-4 `id` (its `$ref`s resolve against it),
 merges nested deeper than MAX_DEPTH (two recursive schemas), or a result more than
 MAX_GROWTH times the input's size.
+`conjunction(root, a, b)` is the same merge made exact for every backend (llguidance
+enforces some keywords xgrammar ignores): two different values of an UNENFORCED keyword, or
+an `unevaluated*` keyword, leave it undone (None); False where nothing satisfies both
+(used by grammars.json_ref_siblings).
 Invariant: where a fold happens the result admits exactly what the input admits (2020-12
 semantics, `oneOf` read as `anyOf`; where both sides of a merge hold one of the UNENFORCED
 keywords, which the backend ignores, only the first side's is kept). The listed-properties
