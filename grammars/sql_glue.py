@@ -61,8 +61,9 @@ def glue_prefixes(names: Iterable[str]) -> frozenset[str]:
 
 
 def glued(word: str, prefixes: frozenset[str]) -> bool:
-    """Whether `word` (lower case) starts with one of `prefixes`."""
-    return any(word.startswith(prefix) for prefix in prefixes)
+    """Whether `word` (lower case) starts with one of `prefixes` (one set lookup per
+    beginning of the word: words are short, prefix sets are not)."""
+    return any(word[:end] in prefixes for end in range(len(word), -1, -1))
 
 
 def near(word: str, names: Iterable[str]) -> bool:

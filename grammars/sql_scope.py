@@ -120,7 +120,7 @@ class SqlScope:
     """Name-resolution state of one query being generated (see the module docstring)."""
 
     __slots__ = ("schema", "scopes", "parens", "mode", "word", "word_set_at_start", "word_block_at_start",
-                 "quoted", "pending", "qual", "operand", "last", "ended", "as_pending", "touched")
+                 "quoted", "pending", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
 
     def __init__(self, schema: SqlSchema) -> None:
         self.schema = schema
@@ -138,11 +138,13 @@ class SqlScope:
         self.ended = False  # `;` seen
         self.as_pending = False  # `AS` seen outside FROM: the next word is an alias or a type
         self.touched = False  # a closed quoted name's text was consulted (see `feed`)
+        self._owned = True  # scopes[-1] is this reader's own (copies share it until one mutates it)
 
     def copy(self) -> SqlScope:
         new = SqlScope.__new__(SqlScope)
         new.schema = self.schema
-        new.scopes = [s.copy() for s in self.scopes]
+        new.scopes = list(self.scopes)  # shared: the top is copied on its first mutation (_mut)
+        new._owned = self._owned = False
         new.parens = list(self.parens)
         new.mode, new.word, new.word_set_at_start = self.mode, self.word, self.word_set_at_start
         new.word_block_at_start = self.word_block_at_start
@@ -240,6 +242,14 @@ class SqlScope:
         return block
 
     # -- internals ----------------------------------------------------------------------
+    def _mut(self) -> _Scope:
+        """The innermost scope, made this reader's own first (copy on write): the only way
+        to a scope that is then changed. Scopes below it are never changed."""
+        if not self._owned:
+            self.scopes[-1] = self.scopes[-1].copy()
+            self._owned = True
+        return self.scopes[-1]
+
     def _alias_fits(self, scope: _Scope, low: str) -> bool:
         """`low` (not a keyword) may be the alias of the current FROM item, glue aside."""
         if low in scope.bound:
@@ -300,14 +310,16 @@ class SqlScope:
                 return False
         return True
 
-    def _bind_plain_table(self, scope: _Scope) -> bool:
-        """The FROM item's table was not aliased: it binds its own name."""
+    def _bind_plain_table(self) -> bool:
+        """The innermost FROM item's table was not aliased: it binds its own name."""
+        scope = self.scopes[-1]
         if scope.slot == "after_table" and scope.table is not None:
             table = scope.table
             if table in scope.bound:
                 return False
             if not scope.refs.get(table, frozenset()) <= self.schema.columns.get(table, frozenset()):
                 return False
+            scope = self._mut()
             scope.bound[table] = table
             scope.slot = "after_alias"
         return True
@@ -316,11 +328,10 @@ class SqlScope:
         """The FROM clause of the innermost scope ends here (if it is open)."""
         if not self.scopes:
             return True
-        scope = self.scopes[-1]
-        if scope.clause in ("from", "on"):
-            if not self._bind_plain_table(scope) or not self._resolved(scope):
+        if self.scopes[-1].clause in ("from", "on"):
+            if not self._bind_plain_table() or not self._resolved(self.scopes[-1]):
                 return False
-            scope.clause = "after"
+            self._mut().clause = "after"
         return True
 
     def _char(self, ch: str) -> bool:
@@ -368,6 +379,7 @@ class SqlScope:
             if ch != "*":
                 return False  # `Q."col"` or garbage after `Q.`
             if scope is not None and scope.clause == "select":
+                scope = self._mut()
                 scope.refs[qual] = scope.refs.get(qual, frozenset())
             self.operand = False
             return True
@@ -381,7 +393,7 @@ class SqlScope:
             self.parens.append(False)
             self.operand = True
             if scope is not None and scope.clause == "from" and scope.slot == "table":
-                scope.slot = "sub_open"
+                self._mut().slot = "sub_open"
             return True
         if ch == ")":
             if not self.parens:
@@ -390,8 +402,10 @@ class SqlScope:
                 if not self._end_from():
                     return False
                 self.scopes.pop()
+                self._owned = False  # the new innermost scope may be shared
                 outer = self.scopes[-1] if self.scopes else None
                 if outer is not None and outer.clause == "from" and outer.slot == "sub_open":
+                    outer = self._mut()
                     outer.slot, outer.table = "after_sub", None
                     outer.bound[f"({len(outer.bound)})"] = None  # its columns are unknown here
             self.operand = False
@@ -404,8 +418,9 @@ class SqlScope:
         if ch == ",":
             self.operand = True
             if scope is not None and len(self.parens) == scope.depth and scope.clause in ("from", "on"):
-                if scope.clause == "from" and not self._bind_plain_table(scope):
+                if scope.clause == "from" and not self._bind_plain_table():
                     return False
+                scope = self._mut()
                 scope.clause, scope.slot, scope.joined = "from", "table", False
             return True
         if ch == "*":
@@ -420,7 +435,7 @@ class SqlScope:
         if scope is not None and scope.clause in ("from", "on") and scope.slot in (
                 "table", "after_table", "after_as", "after_sub"):
             self.touched = True
-            return self._from_name(scope, low, quoted=True)
+            return self._from_name(low, quoted=True)
         self.pending = low
         return True
 
@@ -447,6 +462,7 @@ class SqlScope:
             if choices is not None and low not in choices:
                 return False
             if scope is not None and scope.clause == "select" and qual not in scope.bound:
+                scope = self._mut()
                 scope.refs[qual] = scope.refs.get(qual, frozenset()) | {low}
             self.operand = False
             return True
@@ -456,26 +472,29 @@ class SqlScope:
             self.as_pending = False
             self.operand = False
             if scope is not None:
-                scope.aliases.add(low)
+                self._mut().aliases.add(low)
             return True
         if low in KEYWORDS:
             return self._keyword(low, last)
         if scope is None:
             return True
         if scope.clause == "from" and scope.slot in ("table", "after_table", "after_as", "after_sub"):
-            return self._from_name(scope, low)
+            return self._from_name(low)
         words = self.word_set_at_start
         self.operand = False
         if low in self.schema.functions:
             return True
         if scope.clause == "select":
-            scope.bare.add(low)
+            self._mut().bare.add(low)
             return True
         return words is None or low in words
 
-    def _from_name(self, scope: _Scope, low: str, *, quoted: bool = False) -> bool:
+    def _from_name(self, low: str, *, quoted: bool = False) -> bool:
+        """A name in the innermost FROM: a table, or the alias of the item before it."""
+        scope = self.scopes[-1]
         slot = scope.slot
         if slot == "table":
+            scope = self._mut()
             scope.table, scope.slot = low, "after_table"
             return True
         if low in KEYWORDS or not self._alias_fits(scope, low):
@@ -484,6 +503,7 @@ class SqlScope:
         if block is not None and low not in block[1] and (
                 sql_glue.glued(low, block[0]) or sql_glue.near(low, [*scope.refs, *scope.bound])):
             return False
+        scope = self._mut()
         scope.bound[low] = scope.table if slot != "after_sub" else None
         scope.slot = "after_alias"
         return True
@@ -499,40 +519,45 @@ class SqlScope:
             if self.parens and last == "(" and (scope is None or depth > scope.depth):
                 self.parens[-1] = True
                 self.scopes.append(_Scope(depth))
+                self._owned = True
             elif scope is None:
                 self.scopes.append(_Scope(depth))
+                self._owned = True
             elif scope.core_pending and depth == scope.depth:
                 self.scopes[-1] = _Scope(depth, compound=True)
+                self._owned = True
             self.last = "k"
             return True
         self.last = "w" if low in _OPERAND_ENDS else "k"  # NULL / END close an operand, as a name does
         if low == "as":
             if (scope is not None and depth == scope.depth and scope.clause == "from"
                     and scope.slot in ("after_table", "after_sub")):
-                scope.slot = "after_as"
+                self._mut().slot = "after_as"
             else:
                 self.as_pending = True
             return True
         if scope is None or depth != scope.depth:
             return True
         if low == "from" and scope.clause == "select":
+            scope = self._mut()
             scope.clause, scope.slot, scope.table, scope.joined = "from", "table", None, False
             return True
         if scope.clause in ("from", "on") and low in _JOIN_WORDS:
-            if scope.clause == "from" and not self._bind_plain_table(scope):
+            if scope.clause == "from" and not self._bind_plain_table():
                 return False
+            scope = self._mut()
             scope.clause = "from"
             scope.slot = "table" if low == "join" else "join_kw"
             scope.joined = True
             return True
         if low == "on" and scope.clause == "from":
-            if not self._bind_plain_table(scope):
+            if not self._bind_plain_table():
                 return False
-            scope.clause = "on"
+            self._mut().clause = "on"
             return True
         if low in _FROM_END:
             if not self._end_from():
                 return False
             if low in _SET_OPS:
-                scope.core_pending = True
+                self._mut().core_pending = True
         return True

@@ -95,6 +95,31 @@ def test_scope_reader_rules() -> None:
             at == len(query) and query.endswith(prefix)), (query, at)
 
 
+def test_a_copy_and_its_original_never_share_a_change() -> None:
+    """Copies share their scopes until one of them changes the innermost (copy on write):
+    feeding either side, at every character of gold queries with subqueries, joins and set
+    operations, leaves the other side's signature as it was."""
+    queries = [e for e in _gold() if "(" in e["query"] or " JOIN " in e["query"].upper()
+               or "UNION" in e["query"].upper()][:40]
+    assert len(queries) == 40
+    texts = ["SELECT name FROM singer WHERE id IN (SELECT singer_id FROM song AS s) "
+             "UNION SELECT x.title FROM (SELECT title FROM song) AS x, singer"]
+    schemas = [{"singer": ["id", "name"], "song": ["id", "title", "singer_id"]}]
+    texts += [e["query"] for e in queries]
+    schemas += [_tables(e["db_id"]) for e in queries]
+    for text, tables in zip(texts, schemas, strict=True):
+        scope = SqlScope(SqlSchema(tables, FUNCTIONS))
+        for index, ch in enumerate(text):
+            before = scope.signature()
+            probe = scope.copy()
+            for rest in (text[index:], ", x) AS y JOIN t ON", "'a' UNION SELECT z FROM t AS q"):
+                probe.copy().feed(rest)  # reads that change every kind of field, then dropped
+            assert probe.signature() == before == scope.signature(), (text, index)
+            kept = scope.copy()
+            assert scope.feed(ch), (text, index)
+            assert kept.signature() == before, (text, index)  # the original fed on, the copy not
+
+
 @pytest.mark.slow
 def test_every_gold_query_accepted_token_by_token(xgr_compiler: Any) -> None:
     refused = []
@@ -174,6 +199,27 @@ def test_mask_reads_quoted_names_where_their_text_matters(xgr_compiler: Any, pre
     # let one reading decide both (SqlScope.touched ignored) disagrees here
     matcher = _compiled(xgr_compiler, "concert_singer").matcher()
     assert all(matcher.accept_token(t) for t in xgr_compiler.encode(prefix))
+    assert _mask_vs_reading(matcher, xgr_compiler.allocate_bitmask(2), xgr_compiler.vocab_size) == []
+
+
+@pytest.mark.parametrize("prefix", [
+    "SELECT Name FROM singer WHERE Country = 'Fra",  # a string: its text is never read
+    "SELECT Name FROM singer WHERE Country = 'it''",  # a doubled quote: the literal goes on
+    'SELECT Name FROM singer WHERE Country = "Fra',  # an opaque literal (Spider's strings)
+    'SELECT "T1".Name FROM singer AS "T',  # a name in FROM: its text is read at the quote
+    'SELECT "_".Name FROM singer AS "_" JOIN concert AS "',  # `_"` refused (bound), `"` not
+    'SELECT "T1".Name FROM singer AS T1 WHERE "T',  # a qualifier: read when "." follows
+    "SELECT T1.Name FROM singer AS `T",
+    "SELECT T1.Name FROM singer AS [T",
+])
+def test_mask_inside_a_literal_equals_token_by_token_reading(xgr_compiler: Any, prefix: str) -> None:
+    # inside a literal, tokens that close it are read once per shape of their text after
+    # the closer (the text before it only extends the literal), or one by one where the
+    # reading consults the closed name; a key that dropped the text after the closer, or
+    # read a consulted name once for all, disagrees here
+    matcher = _compiled(xgr_compiler, "concert_singer").matcher()
+    assert all(matcher.accept_token(t) for t in xgr_compiler.encode(prefix))
+    assert matcher._states[-1].mode  # the position is inside the literal
     assert _mask_vs_reading(matcher, xgr_compiler.allocate_bitmask(2), xgr_compiler.vocab_size) == []
 
 
