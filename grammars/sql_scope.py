@@ -67,7 +67,7 @@ _ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
 # any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
 _ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
 _OPERAND_ENDS = frozenset(("null", "end"))
-_BLOCKS = 4096  # SqlSchema.blocks entries; cleared when it grows past this
+_BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
 
 
 @dataclass
@@ -106,6 +106,8 @@ class SqlSchema:
         self._fits: dict[frozenset[str], frozenset[str]] = {}
         self.memo: dict[object, Any] = {}  # for the mask layer (its signature tables): shared by its matchers
         self.blocks: dict[tuple[object, ...], sql_glue.Block | None] = {}  # SqlScope.word_block's
+        # SqlScope.word_set's at an operand: one frozenset per (bindings, aliases, after "(")
+        self.operands: dict[tuple[object, ...], frozenset[str]] = {}
 
     def fitting_columns(self, required: frozenset[str]) -> frozenset[str]:
         """Columns col such that some table has all of `required` and col."""
@@ -199,18 +201,31 @@ class SqlScope:
             return None if not blocked else frozenset(words)
         if scope.clause in ("on", "after") and self.operand and not scope.compound:
             visible = self._visible()
-            names = set(visible)
-            tables = [t for t in visible.values()]
-            if any(t is None for t in tables):
-                names |= self.schema.all_columns
-            else:
-                for table in tables:
-                    names |= self.schema.columns.get(table or "", frozenset())
-            names |= scope.aliases | self.schema.functions | _OPERAND_WORDS
-            if self.last == "(":
-                names |= _AFTER_PAREN_WORDS
-            return frozenset(names)
+            key = (tuple(visible.items()), frozenset(scope.aliases) if scope.aliases else None, self.last == "(")
+            memo = self.schema.operands
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+            if len(memo) > _BLOCKS:
+                memo.clear()
+            memo[key] = words = self._operand_words(scope, visible)
+            return words
         return None
+
+    def _operand_words(self, scope: _Scope, visible: dict[str, str | None]) -> frozenset[str]:
+        """word_set at an operand after FROM: the names in scope (their columns), select-list
+        aliases, functions, the words that start an operand (and SELECT after "(")."""
+        names = set(visible)
+        tables = [t for t in visible.values()]
+        if any(t is None for t in tables):
+            names |= self.schema.all_columns
+        else:
+            for table in tables:
+                names |= self.schema.columns.get(table or "", frozenset())
+        names |= scope.aliases | self.schema.functions | _OPERAND_WORDS
+        if self.last == "(":
+            names |= _AFTER_PAREN_WORDS
+        return frozenset(names)
 
     def word_block(self) -> sql_glue.Block | None:
         """(blocked prefixes, exceptions) for a word starting here in a FROM alias slot (see
