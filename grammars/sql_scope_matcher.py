@@ -45,11 +45,10 @@ import torch
 
 from grammars.matcher import Matcher
 from grammars.sql_scope import SqlSchema, SqlScope
-from grammars.sql_vocab import BIG_KINDS, SqlVocab, opaque_shape, reading_shape
+from grammars.sql_vocab import BIG_KINDS, SqlVocab, opaque_shape, pack_ids, reading_shape
 
 _TABLES = 256  # signature tables a compiled grammar keeps (~57 KB each on a 152k vocabulary)
 _CLOSER = {'"': '"', "`": "`", "[": "]"}
-_PACK_FROM = 1024  # ids recorded at once from which a bool row + packbits beats a scatter
 
 
 class _Signature:
@@ -404,13 +403,7 @@ def _token_ids(words: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 def _bits(token_ids: np.ndarray[Any, Any], words: int) -> np.ndarray[Any, Any]:
     """[words] uint32 mask with the bits of `token_ids` [n] set."""
-    if len(token_ids) >= _PACK_FROM:
-        row = np.zeros(words * 32, dtype=bool)
-        row[token_ids] = True
-        return np.packbits(row, bitorder="little").view(np.uint32)
-    out = np.zeros(words, dtype=np.uint32)
-    np.bitwise_or.at(out, token_ids >> 5, np.left_shift(np.uint32(1), (token_ids & 31).astype(np.uint32)))
-    return out
+    return pack_ids(token_ids, words).view(np.uint32)
 
 
 def sql_scope_schema(tables: dict[str, list[str]]) -> SqlSchema:

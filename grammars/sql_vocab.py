@@ -28,6 +28,7 @@ by the mask layer (grammars.sql_scope_matcher), cheap because a SQL grammar allo
   a literal or quoted name, only those can change what SqlScope reads; `blank` the tokens
   that are whitespace only and `ops` those made of whitespace and operator characters
   (=<>!+-/%|&~^, at least one): each class reads like one representative (" ", " =").
+- `pack_ids(ids, words)` is the int32 word mask [words] of a list of token ids.
 - `text[i]` is token i's text ("" past the decoded vocabulary); `shape[i]` = `reading_shape`:
   two tokens with one shape read the same to SqlScope from any state outside a literal;
   `opaque_shape(shape)` drops the text of its quoted names as well: two tokens with one
@@ -54,10 +55,16 @@ _BLANK = re.compile(r"\s+\Z")
 _OPS = re.compile(r"[\s=<>!+\-/%|&~^]*[=<>!+\-/%|&~^][\s=<>!+\-/%|&~^]*\Z")
 CLOSERS = ("'", '"', "`", "]")
 _CACHE = 4096
+_PREFIXES = 1 << 16  # SqlVocab._prefix_ids entries; cleared when it grows past this
+_PACK_FROM = 1024  # ids packed at once from which a bool row + packbits beats a scatter
 
 
-def _pack(ids: npt.NDArray[np.int64], words: int) -> npt.NDArray[np.int32]:
-    """int32 word mask [words] with the bits of `ids` set."""
+def pack_ids(ids: npt.NDArray[np.int64], words: int) -> npt.NDArray[np.int32]:
+    """int32 word mask [words] with the bits of `ids` [n] set (repeats allowed)."""
+    if len(ids) >= _PACK_FROM:
+        row = np.zeros(words * 32, dtype=bool)
+        row[ids] = True
+        return np.packbits(row, bitorder="little").view(np.int32)
     out = np.zeros(words, dtype=np.uint32)
     if len(ids):
         np.bitwise_or.at(out, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
@@ -183,18 +190,19 @@ class SqlVocab:
         words = self.num_words
         self._groups = {key: np.asarray(ids, dtype=np.int64) for key, ids in groups.items()}
         self.kinds = list(kind_index)  # kind index -> canonical pre
-        self.pieces = {kind: _pack(np.asarray(members[kind], dtype=np.int64), words) for kind in BIG_KINDS}
-        self._digits = {kind: _pack(np.asarray(ids, dtype=np.int64), words) for kind, ids in digits.items()}
+        self.pieces = {kind: pack_ids(np.asarray(members[kind], dtype=np.int64), words) for kind in BIG_KINDS}
+        self._digits = {kind: pack_ids(np.asarray(ids, dtype=np.int64), words) for kind, ids in digits.items()}
         self._no_digits = np.zeros(words, dtype=np.int32)
         self.any_piece = np.bitwise_or.reduce([self.pieces[kind] for kind in BIG_KINDS])
-        self.closing = {c: _pack(np.asarray(closing[c], dtype=np.int64), words) for c in CLOSERS}
-        self.blank = _pack(np.asarray(blank, dtype=np.int64), words)
-        self.ops = _pack(np.asarray(ops, dtype=np.int64), words)
+        self.closing = {c: pack_ids(np.asarray(closing[c], dtype=np.int64), words) for c in CLOSERS}
+        self.blank = pack_ids(np.asarray(blank, dtype=np.int64), words)
+        self.ops = pack_ids(np.asarray(ops, dtype=np.int64), words)
         self.classed = self.any_piece | self.blank | self.ops
         shape_ids: dict[str, int] = {}
         self.shape_id = np.asarray([shape_ids.setdefault(shape, len(shape_ids)) for shape in self.shape],
                                    dtype=np.int64)  # [V] id of the token's reading shape
         self._cache: OrderedDict[tuple[object, ...], npt.NDArray[np.int32]] = OrderedDict()
+        self._prefixes: dict[tuple[str, str], npt.NDArray[np.int64]] = {}
         self._sorted: dict[str, tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
 
     def _hit(self, key: tuple[object, ...]) -> npt.NDArray[np.int32] | None:
@@ -251,10 +259,23 @@ class SqlVocab:
             rests = {prefix[len(typed):] for prefix in prefixes
                      if len(prefix) > len(typed) and prefix.startswith(typed)}
             ids = [self._starting_with(kind, rest) for rest in rests]
-            refused = _pack(np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64), self.num_words)
+            refused = pack_ids(np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64), self.num_words)
             mask = ~refused | spared
         self._store(key, mask)
         return mask
+
+    def _prefix_ids(self, kind: str, rest: str) -> npt.NDArray[np.int64]:
+        """Ids of the pieces of `kind` whose lower-cased word is a non-empty prefix of `rest`
+        (kept per (kind, rest): a schema's names recur at every position)."""
+        hit = self._prefixes.get((kind, rest))
+        if hit is None:
+            groups = [group for end in range(1, len(rest) + 1)
+                      if (group := self._groups.get((kind, rest[:end]))) is not None]
+            hit = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+            if len(self._prefixes) >= _PREFIXES:
+                self._prefixes.clear()
+            self._prefixes[(kind, rest)] = hit
+        return hit
 
     def allowed(self, kind: str, typed: str, words: frozenset[str]) -> npt.NDArray[np.int32]:
         """Word pieces of `kind` that keep `typed + word` a prefix of one of `words`."""
@@ -262,21 +283,10 @@ class SqlVocab:
         hit = self._hit(key)
         if hit is not None:
             return hit
-        ids: list[npt.NDArray[np.int64]] = []
-        seen: set[str] = set()
         start = len(typed)
-        for word in words:
-            if not word.startswith(typed):
-                continue
-            for end in range(start + 1, len(word) + 1):
-                piece = word[start:end]
-                if piece in seen:
-                    continue
-                seen.add(piece)
-                group = self._groups.get((kind, piece))
-                if group is not None:
-                    ids.append(group)
-        mask = _pack(np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64), self.num_words)
+        ids = [self._prefix_ids(kind, word[start:]) for word in words
+               if len(word) > start and word.startswith(typed)]
+        mask = pack_ids(np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64), self.num_words)
         if not typed:
             mask = mask | self._digits.get(kind, self._no_digits)
         self._store(key, mask)
