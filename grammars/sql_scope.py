@@ -143,6 +143,8 @@ class SqlScope:
         self._owned = True  # scopes[-1] is this reader's own (copies share it until one mutates it)
 
     def copy(self) -> SqlScope:
+        """An independent reader in the same state: both share the scopes until one of them
+        changes the innermost (copy on write, `_mut`); feeding one never changes the other."""
         new = SqlScope.__new__(SqlScope)
         new.schema = self.schema
         new.scopes = list(self.scopes)  # shared: the top is copied on its first mutation (_mut)

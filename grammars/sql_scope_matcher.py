@@ -18,7 +18,10 @@ Contract (the Matcher contract of grammars.matcher, plus):
   per small piece kind (~75 kinds, ~740 tokens), per opaque shape (sql_vocab.opaque_shape:
   a reading shape less the text of its quoted names), per reading shape for tokens whose
   reading consults that text (SqlScope.touched), either shape less a leading blank where
-  reading a blank leaves the signature unchanged; inside a literal, per token. A fill whose
+  reading a blank leaves the signature unchanged; inside a literal (only tokens holding its
+  closer are read), per reading shape of the text after the first closer (the text before it
+  only extends the literal), per token where that reading consults a closed name's text
+  (SqlScope.touched). A fill whose
   tokens all have verdicts is a few whole-row operations. A token is allowed iff
   `accept_token` would accept it.
 - Never a dead end by construction of SqlScope: a prefix it lets through can always be
@@ -48,7 +51,7 @@ from grammars.sql_scope import SqlSchema, SqlScope
 from grammars.sql_vocab import BIG_KINDS, SqlVocab, opaque_shape, pack_ids, reading_shape
 
 _TABLES = 256  # signature tables a compiled grammar keeps (~57 KB each on a 152k vocabulary)
-_CLOSER = {'"': '"', "`": "`", "[": "]"}
+_CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]"}  # literal mode -> the character that closes it
 
 
 class _Signature:
@@ -206,7 +209,8 @@ class ScopedSqlMatcher(Matcher):
     def _decide(self, unknown: np.ndarray[Any, Any], state: SqlScope, table: _SignatureTable) -> None:
         """Read the tokens of `unknown` ([W] uint32: allowed by the grammar, no verdict yet)
         and record the verdicts in `table`, for every token sharing a reading key with one
-        read: inside a literal one reading per token; outside, one per small piece kind,
+        read: inside a literal one per shape of the text after the closer (one per token
+        where the closed name's text is consulted); outside, one per small piece kind,
         then one per opaque shape (sql_vocab.opaque_shape: quoted names' text dropped), then
         one per shape for the tokens whose opaque reading consulted a quoted name's text
         (SqlScope.touched); either shape less its leading " " where reading " " leaves the
@@ -370,12 +374,10 @@ def _rest_index(vocab: SqlVocab) -> _RestIndex:
                            if shape.startswith(" ") else key for shape, key in zip(vocab.shape, opaque, strict=True)]
         kinds = vocab.kind_of[small_ids]
         members = [np.flatnonzero(kinds == kind) for kind in range(len(vocab.kinds))]
-        closing = {mode: vocab.closing["'" if mode == "'" else _CLOSER[mode]].view(np.uint32)
-                   for mode in ("'", *_CLOSER)}
+        closing = {mode: vocab.closing[closer].view(np.uint32) for mode, closer in _CLOSERS.items()}
         groups = tuple(_KeyGroups.of(np.asarray(keys, dtype=np.int64))
                        for keys in (opaque, vocab.shape_id, opaque_unspaced, unspaced))
-        literal = {mode: _KeyGroups.of(_after_closer_keys(vocab, "'" if mode == "'" else _CLOSER[mode]))
-                   for mode in ("'", *_CLOSER)}
+        literal = {mode: _KeyGroups.of(_after_closer_keys(vocab, closer)) for mode, closer in _CLOSERS.items()}
         index = _INDEXES[vocab] = _RestIndex(small_ids, small, members, (~vocab.classed).view(np.uint32),
                                              closing, literal, groups)  # type: ignore[arg-type]
     return index
