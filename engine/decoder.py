@@ -171,6 +171,7 @@ class SpecDecoder:
         generator.manual_seed(seed if seed is not None else random.getrandbits(63))
         k_max = max(self.k, 1)
         drafter = self._drafter_for(request)
+        matcher = request.grammar.matcher() if request.grammar is not None else None
         return SequenceState(
             request=request,
             tokens=list(request.prompt_token_ids),
@@ -186,8 +187,13 @@ class SpecDecoder:
                 cache_for(self.draft_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self))
                 if self.draft_model is not None and self.config.drafter == "model" else None
             ),
-            matcher=request.grammar.matcher() if request.grammar is not None else None,
-            stats=RequestStats(prompt_tokens=len(request.prompt_token_ids)),
+            matcher=matcher,
+            stats=RequestStats(
+                prompt_tokens=len(request.prompt_token_ids),
+                grammar=request.grammar.family if request.grammar is not None else "",
+                grammar_backend=request.grammar.backend if request.grammar is not None else "",
+                mask_fills=matcher.fill_times if matcher is not None else None,
+            ),
             adaptive=(
                 AdaptiveK(k_max=self.k, costs=self.costs, free_drafts=not isinstance(drafter, ModelDrafter),
                           shared=self.acceptance_priors.shared(drafter.name))

@@ -3,7 +3,8 @@
 `RequestStats` counts one request's tokens (drafts as proposed → verified → accepted: the same
 meaning on both engines) and splits its time into draft / target / mask /
 sampler; it also says where the drafts came from (grammar-forced vs drafter) and how often an
-unmasked draft model strayed off the grammar. `EngineStats` aggregates finished and running
+unmasked draft model strayed off the grammar, and (torch engine) holds the request matcher's
+per-fill mask times (`mask_fills`, grammars.fill_times) with the grammar's family and backend. `EngineStats` aggregates finished and running
 steps for a metrics line. Neither knows how the numbers were produced.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from grammars import FillTimes
 
 
 @dataclass
@@ -34,6 +37,9 @@ class RequestStats:
     time_mask_s: float = 0.0
     time_sampler_s: float = 0.0
     time_total_s: float = 0.0
+    grammar: str = ""                # CompiledGrammar.family ("" unconstrained)
+    grammar_backend: str = ""        # the backend that compiled it
+    mask_fills: FillTimes | None = None  # the request's matcher's fill times, live (torch engine)
 
     @property
     def acceptance_rate(self) -> float:
@@ -52,6 +58,7 @@ class RequestStats:
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["mask_fills"] = self.mask_fills.as_dict() if self.mask_fills is not None else None
         out["acceptance_rate"] = self.acceptance_rate
         out["mean_accepted_length"] = self.mean_accepted_length
         out["tokens_per_second"] = self.tokens_per_second

@@ -1,7 +1,10 @@
 """Prometheus metrics (one `CollectorRegistry` per app) and the periodic speculation log line.
 
 Counters are fed by the routers from each finished request's `RequestStats` and by the
-grammar step (compile time, cache hit/miss). The torch engine's prefix cache
+grammar step (compile time, cache hit/miss). `specgate_grammar_mask_fill_seconds{grammar,
+backend}` is a histogram of every mask fill (one row: the draft's, or one verify row) of the
+finished requests whose engine timed them (the torch engine; grammars.fill_times, bounds at
+500 µs and 1 ms): a grammar's mask cost on the CPU actually serving, not a benchmark's. The torch engine's prefix cache
 (`engine.prefix_cache_stats()`) is read at every scrape (`specgate_prefix_cache_*`, per model). `SpecStatsLogger` logs, every N seconds, the
 figures operators watch over the last interval: draft acceptance rate, accepted tokens per
 step, and efficiency (accepted ÷ proposed, per proposed position). This module knows nothing
@@ -12,11 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from grammars import FILL_BUCKETS_S, FillTimes
 
 logger = logging.getLogger("specgate.gateway.stats")
 
@@ -96,6 +102,8 @@ class GatewayMetrics:
         )
         self._prefix_cache = _PrefixCacheCollector()
         r.register(self._prefix_cache)
+        self._mask_fills = _MaskFillCollector()
+        r.register(self._mask_fills)
         self._totals = _Totals()
 
     def watch_engine(self, engine: Any) -> None:
@@ -133,6 +141,11 @@ class GatewayMetrics:
         t.completion_tokens += completion_tokens
         self.acceptance_rate.set(t.accepted_tokens / t.draft_tokens if t.draft_tokens else 0.0)
         self.accepted_length.set(t.completion_tokens / t.steps if t.steps else 0.0)
+
+    def record_mask_fills(self, *, grammar: str, backend: str, fills: FillTimes) -> None:
+        """Add one finished request's mask fill times to its grammar family's histogram."""
+        if fills.count:
+            self._mask_fills.add((grammar, backend), fills)
 
     def totals(self) -> _Totals:
         t = self._totals
@@ -175,6 +188,37 @@ class _PrefixCacheCollector:
         yield held
         yield GaugeMetricFamily("specgate_prefix_cache_capacity_bytes", "The prefix cache's bound",
                                 value=float(stats.capacity_bytes))
+
+
+class _MaskFillCollector:
+    """`specgate_grammar_mask_fill_seconds{grammar, backend}`: the merged fill times of the
+    finished requests (a histogram with FILL_BUCKETS_S as its `le` bounds)."""
+
+    def __init__(self) -> None:
+        self._by_label: dict[tuple[str, str], FillTimes] = {}
+        self._lock = threading.Lock()
+
+    def add(self, label: tuple[str, str], fills: FillTimes) -> None:
+        with self._lock:
+            self._by_label.setdefault(label, FillTimes()).merge(fills)
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Any:
+        family = HistogramMetricFamily(
+            "specgate_grammar_mask_fill_seconds",
+            "Grammar mask fill time per row (draft or verify), by grammar family and backend",
+            labels=["grammar", "backend"])
+        with self._lock:
+            merged = {label: (list(fills.counts), fills.sum_s) for label, fills in self._by_label.items()}
+        for (grammar, backend), (counts, sum_s) in sorted(merged.items()):
+            cumulative, buckets = 0, []
+            for bound, count in zip((*FILL_BUCKETS_S, float("inf")), counts, strict=True):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(cumulative)))
+            family.add_metric([grammar, backend], buckets, sum_s)
+        yield family
 
 
 def spec_summary(before: _Totals, after: _Totals, *, k: int) -> str | None:

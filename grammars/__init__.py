@@ -11,14 +11,17 @@ HTTP (never imports `sampler`, `engine` or `gateway`).
 
 from grammars.compiler import CacheInfo, CompiledGrammar, GrammarCompiler
 from grammars.errors import GrammarError
+from grammars.fill_times import FILL_BUCKETS_S, FillTimes
 from grammars.matcher import Matcher
 from grammars.request import spec_from_request
 from grammars.spec import GrammarSpec
 from grammars.tools import ParsedToolCall, parse_tool_calls
 
 __all__ = [
+    "FILL_BUCKETS_S",
     "CacheInfo",
     "CompiledGrammar",
+    "FillTimes",
     "GrammarCompiler",
     "GrammarError",
     "GrammarSpec",

@@ -75,6 +75,14 @@ class CompiledGrammar:
     _compiler: GrammarCompiler = field(repr=False)
     from_disk: bool = False  # loaded from the DiskGrammarCache, not compiled
 
+    @property
+    def family(self) -> str:
+        """What metrics and benchmarks group this grammar's costs by: the spec's kind, with
+        schema-aware SQL (a `schema` given, so the identifier-scope layer runs) as `sql_schema`."""
+        if self.spec.kind == "sql" and self.spec.source_json.get("schema") is not None:
+            return "sql_schema"
+        return self.spec.kind
+
     def matcher(self) -> Matcher:
         backend = self._compiler._get_backend(self.backend)
         return backend.matcher(self._handle, encode=self._compiler.encode)  # type: ignore[no-any-return]

@@ -18,17 +18,22 @@ Contract (every backend):
   draft that terminates the grammar (a stop token); returns rows filled; the state is
   unchanged afterwards (advance, then roll back exactly the advances).
 - `validate(tokens)` is the longest acceptable prefix length; state unchanged.
+- `fill_times` (grammars.fill_times) counts every backend fill this matcher made, per
+  latency bucket (`fill_mask` and each row of `fill_masks`; a wrapper filling through its
+  inner matcher's `_fill` is counted once, by the wrapper): pure counters, ~0.2 µs a fill.
 
 Knows nothing of sampling, engines or HTTP; does not import torch except for the mask type.
 """
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
 import torch
 
+from grammars.fill_times import FillTimes
 from tokenmask import allow_only_
 
 _STOP = -1  # marker in the history for an accepted stop token
@@ -50,6 +55,7 @@ class Matcher(ABC):
         self._encode = encode
         self._history: list[int] = []
         self._terminated = False
+        self.fill_times = FillTimes()
 
     # -- backend primitives -------------------------------------------------------------
     @abstractmethod
@@ -130,7 +136,7 @@ class Matcher(ABC):
         if self._terminated:
             self._fill_stop_only(bitmask, row)
         else:
-            self._fill(bitmask, row)
+            self._timed_fill(bitmask, row)
 
     def fill_masks(
         self, bitmask: torch.Tensor, draft_tokens: Sequence[int], *, start_row: int = 0
@@ -149,7 +155,7 @@ class Matcher(ABC):
         rows = 0
         try:
             for index in range(len(draft_tokens) + 1):
-                self._fill(bitmask, start_row + index)
+                self._timed_fill(bitmask, start_row + index)
                 rows += 1
                 if index == len(draft_tokens):
                     break
@@ -163,6 +169,11 @@ class Matcher(ABC):
         return rows
 
     # -- helpers -------------------------------------------------------------------------
+    def _timed_fill(self, bitmask: torch.Tensor, row: int) -> None:
+        start = time.perf_counter_ns()
+        self._fill(bitmask, row)
+        self.fill_times.observe_ns(time.perf_counter_ns() - start)
+
     def _check_bitmask(self, bitmask: torch.Tensor, last_row: int) -> None:
         words = (self.vocab_size + 31) // 32
         if bitmask.dtype != torch.int32 or bitmask.dim() != 2 or bitmask.shape[1] != words:
