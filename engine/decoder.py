@@ -192,7 +192,8 @@ class SpecDecoder:
                 prompt_tokens=len(request.prompt_token_ids),
                 grammar=request.grammar.family if request.grammar is not None else "",
                 grammar_backend=request.grammar.backend if request.grammar is not None else "",
-                mask_fills=matcher.fill_times if matcher is not None else None,
+                draft_mask_fills=matcher.fill_times if matcher is not None else None,  # drafters fill_mask
+                target_mask_fills=matcher.fill_masks_times if matcher is not None else None,
             ),
             adaptive=(
                 AdaptiveK(k_max=self.k, costs=self.costs, free_drafts=not isinstance(drafter, ModelDrafter),

@@ -4,7 +4,8 @@
 meaning on both engines) and splits its time into draft / target / mask /
 sampler; it also says where the drafts came from (grammar-forced vs drafter) and how often an
 unmasked draft model strayed off the grammar, and (torch engine) holds the request matcher's
-per-fill mask times (`mask_fills`, grammars.fill_times) with the grammar's family and backend. `EngineStats` aggregates finished and running
+per-row mask fill times (grammars.fill_times), the draft's rows apart from the target's, with
+the grammar's family and backend. `EngineStats` aggregates finished and running
 steps for a metrics line. Neither knows how the numbers were produced.
 """
 
@@ -39,7 +40,8 @@ class RequestStats:
     time_total_s: float = 0.0
     grammar: str = ""                # CompiledGrammar.family ("" unconstrained)
     grammar_backend: str = ""        # the backend that compiled it
-    mask_fills: FillTimes | None = None  # the request's matcher's fill times, live (torch engine)
+    draft_mask_fills: FillTimes | None = None   # the drafter's rows (Matcher.fill_mask), live (torch engine)
+    target_mask_fills: FillTimes | None = None  # the verify rows (Matcher.fill_masks), live (torch engine)
 
     @property
     def acceptance_rate(self) -> float:
@@ -58,7 +60,9 @@ class RequestStats:
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["mask_fills"] = self.mask_fills.as_dict() if self.mask_fills is not None else None
+        for name in ("draft_mask_fills", "target_mask_fills"):
+            fills = getattr(self, name)
+            out[name] = fills.as_dict() if fills is not None else None
         out["acceptance_rate"] = self.acceptance_rate
         out["mean_accepted_length"] = self.mean_accepted_length
         out["tokens_per_second"] = self.tokens_per_second

@@ -2,9 +2,10 @@
 
 Counters are fed by the routers from each finished request's `RequestStats` and by the
 grammar step (compile time, cache hit/miss). `specgate_grammar_mask_fill_seconds{grammar,
-backend}` is a histogram of every mask fill (one row: the draft's, or one verify row) of the
-finished requests whose engine timed them (the torch engine; grammars.fill_times, bounds at
-500 µs and 1 ms): a grammar's mask cost on the CPU actually serving, not a benchmark's. The torch engine's prefix cache
+backend, rows}` is a histogram of every mask row filled (`rows`: "draft", the drafter's, or
+"target", the verify rows) for the finished requests whose engine timed them (the torch
+engine; grammars.fill_times, bounds at 500 µs and 1 ms): a grammar's mask cost on the CPU
+actually serving, not a benchmark's. The torch engine's prefix cache
 (`engine.prefix_cache_stats()`) is read at every scrape (`specgate_prefix_cache_*`, per model). `SpecStatsLogger` logs, every N seconds, the
 figures operators watch over the last interval: draft acceptance rate, accepted tokens per
 step, and efficiency (accepted ÷ proposed, per proposed position). This module knows nothing
@@ -142,10 +143,11 @@ class GatewayMetrics:
         self.acceptance_rate.set(t.accepted_tokens / t.draft_tokens if t.draft_tokens else 0.0)
         self.accepted_length.set(t.completion_tokens / t.steps if t.steps else 0.0)
 
-    def record_mask_fills(self, *, grammar: str, backend: str, fills: FillTimes) -> None:
-        """Add one finished request's mask fill times to its grammar family's histogram."""
+    def record_mask_fills(self, *, grammar: str, backend: str, rows: str, fills: FillTimes) -> None:
+        """Add one finished request's mask fill times (`rows`: "draft" or "target") to its
+        grammar family's histogram."""
         if fills.count:
-            self._mask_fills.add((grammar, backend), fills)
+            self._mask_fills.add((grammar, backend, rows), fills)
 
     def totals(self) -> _Totals:
         t = self._totals
@@ -191,14 +193,14 @@ class _PrefixCacheCollector:
 
 
 class _MaskFillCollector:
-    """`specgate_grammar_mask_fill_seconds{grammar, backend}`: the merged fill times of the
-    finished requests (a histogram with FILL_BUCKETS_S as its `le` bounds)."""
+    """`specgate_grammar_mask_fill_seconds{grammar, backend, rows}`: the merged fill times of
+    the finished requests (a histogram with FILL_BUCKETS_S as its `le` bounds)."""
 
     def __init__(self) -> None:
-        self._by_label: dict[tuple[str, str], FillTimes] = {}
+        self._by_label: dict[tuple[str, str, str], FillTimes] = {}
         self._lock = threading.Lock()
 
-    def add(self, label: tuple[str, str], fills: FillTimes) -> None:
+    def add(self, label: tuple[str, str, str], fills: FillTimes) -> None:
         with self._lock:
             self._by_label.setdefault(label, FillTimes()).merge(fills)
 
@@ -208,16 +210,16 @@ class _MaskFillCollector:
     def collect(self) -> Any:
         family = HistogramMetricFamily(
             "specgate_grammar_mask_fill_seconds",
-            "Grammar mask fill time per row (draft or verify), by grammar family and backend",
-            labels=["grammar", "backend"])
+            "Grammar mask fill time per row, by grammar family, backend and rows (draft / target)",
+            labels=["grammar", "backend", "rows"])
         with self._lock:
             merged = {label: (list(fills.counts), fills.sum_s) for label, fills in self._by_label.items()}
-        for (grammar, backend), (counts, sum_s) in sorted(merged.items()):
+        for label, (counts, sum_s) in sorted(merged.items()):
             cumulative, buckets = 0, []
             for bound, count in zip((*FILL_BUCKETS_S, float("inf")), counts, strict=True):
                 cumulative += count
                 buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(cumulative)))
-            family.add_metric([grammar, backend], buckets, sum_s)
+            family.add_metric(list(label), buckets, sum_s)
         yield family
 
 

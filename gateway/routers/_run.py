@@ -170,9 +170,11 @@ def _record(ctx: RequestContext, results: list[ChoiceResult]) -> None:
             accepted_tokens=stats.accepted_tokens if stats else 0,
             steps=stats.steps if stats else 0,
         )
-        if stats is not None and stats.mask_fills is not None:
-            metrics.record_mask_fills(grammar=stats.grammar, backend=stats.grammar_backend,
-                                      fills=stats.mask_fills)
+        if stats is not None:
+            for rows, fills in (("draft", stats.draft_mask_fills), ("target", stats.target_mask_fills)):
+                if fills is not None:
+                    metrics.record_mask_fills(grammar=stats.grammar, backend=stats.grammar_backend,
+                                              rows=rows, fills=fills)
         if res.first_token_s is not None:
             metrics.ttft.labels(endpoint=ctx.endpoint).observe(res.first_token_s)
     metrics.prompt_tokens.inc(ctx.prompt_tokens)

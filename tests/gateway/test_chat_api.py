@@ -352,8 +352,8 @@ def test_metrics_exported(http: Any, model_id: str) -> None:
     assert float(drafted[0].split()[-1]) > 0
 
 
-def _mask_fills(http: Any) -> dict[tuple[str, str], dict[str, float]]:
-    """specgate_grammar_mask_fill_seconds samples from /metrics, per (grammar, backend):
+def _mask_fills(http: Any) -> dict[tuple[str, str, str], dict[str, float]]:
+    """specgate_grammar_mask_fill_seconds samples from /metrics, per (grammar, backend, rows):
     {"count", "sum", "le=<bound>"...}."""
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -364,29 +364,34 @@ def _mask_fills(http: Any) -> dict[tuple[str, str], dict[str, float]]:
         for sample in family.samples:
             labels = sample.labels
             key = sample.name.rsplit("_", 1)[-1] if "le" not in labels else f"le={labels['le']}"
-            out.setdefault((labels["grammar"], labels["backend"]), {})[key] = sample.value
+            out.setdefault((labels["grammar"], labels["backend"], labels["rows"]), {})[key] = sample.value
     return out
 
 
 def test_mask_fill_times_exported_per_grammar(http: Any, openapi: Any, model_id: str) -> None:
-    """Every mask fill of a constrained request, streamed or not, lands in the grammar
-    family's histogram: at least one fill per emitted token, cumulative buckets, +Inf = count."""
+    """Every mask row of a constrained request, streamed or not, lands in the grammar
+    family's histogram, the draft's rows apart from the target's: one target row per step and
+    one per verified draft, cumulative buckets, +Inf = count."""
     body = {"model": model_id, "messages": MESSAGES, "temperature": 0, "max_tokens": 60,
             "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON_SCHEMA}}}
     before = _mask_fills(http)
-    completion = _post(http, openapi, body)["usage"]["completion_tokens"]
-    chunks = _stream(http, openapi, {**body, "stream_options": {"include_usage": True}})
-    completion += chunks[-1]["usage"]["completion_tokens"]
+    usages = [_post(http, openapi, body)["usage"],
+              _stream(http, openapi, {**body, "stream_options": {"include_usage": True}})[-1]["usage"]]
+    steps = sum(u["speculative"]["steps"] for u in usages)
+    verified = sum(u["speculative"]["draft_tokens"] for u in usages)
     after = _mask_fills(http)
-    (key,) = [k for k in after if k[0] == "json_schema" and after[k]["count"] > before.get(k, {}).get("count", 0)]
-    assert key[1] in {"xgrammar", "llguidance", "outlines"}
-    fills = after[key]["count"] - before.get(key, {}).get("count", 0)
-    assert fills >= completion > 0
-    bounds = sorted((float(k[3:]), v) for k, v in after[key].items() if k.startswith("le="))
-    assert [v for _, v in bounds] == sorted(v for _, v in bounds)  # cumulative
-    assert bounds[-1] == (float("inf"), after[key]["count"])
-    assert 0.0005 in [b for b, _ in bounds] and 0.001 in [b for b, _ in bounds]
-    assert after[key]["sum"] > before.get(key, {}).get("sum", 0.0)
+    grown = {k: after[k]["count"] - before.get(k, {}).get("count", 0) for k in after}
+    grown = {k: n for k, n in grown.items() if n > 0}
+    assert {k[0] for k in grown} == {"json_schema"} and len({k[1] for k in grown}) == 1
+    assert {k[2] for k in grown} == {"draft", "target"}  # the tiny draft model is masked too
+    (target,) = [k for k in grown if k[2] == "target"]
+    assert steps <= grown[target] <= steps + verified  # one row per step, one more per verified draft
+    for key in grown:
+        bounds = sorted((float(k[3:]), v) for k, v in after[key].items() if k.startswith("le="))
+        assert [v for _, v in bounds] == sorted(v for _, v in bounds)  # cumulative
+        assert bounds[-1] == (float("inf"), after[key]["count"])
+        assert 0.0005 in [b for b, _ in bounds] and 0.001 in [b for b, _ in bounds]
+        assert after[key]["sum"] > before.get(key, {}).get("sum", 0.0)
     assert all(k[0] != "" for k in after)  # unconstrained requests record nothing
 
 

@@ -61,15 +61,19 @@ def test_every_backend_fill_is_counted_once(any_compiler, qwen_tokenizer) -> Non
     matcher = any_compiler.compile(SCHEMA_SPEC).matcher()
     bitmask = any_compiler.allocate_bitmask(5)
     matcher.fill_mask(bitmask, 0)
-    assert matcher.fill_times.count == 1
+    assert (matcher.fill_times.count, matcher.fill_masks_times.count) == (1, 0)
     assert matcher.accept_text('{"name": ')
     drafts = qwen_tokenizer.encode('"Ada", "age')
     rows = matcher.fill_masks(bitmask, drafts[:4])
-    assert matcher.fill_times.count == 1 + rows
-    assert matcher.fill_times.sum_s > 0
+    assert rows == 5
+    assert (matcher.fill_times.count, matcher.fill_masks_times.count) == (1, rows)
+    assert matcher.fill_times.sum_s > 0 and matcher.fill_masks_times.sum_s > 0
+    assert matcher.fill_masks(bitmask, [IM_END]) == 1  # "}" still owed: the stop token is refused
+    assert matcher.fill_masks_times.count == rows + 1
     assert matcher.accept_text('"Ada", "age": 3}') and matcher.accept_token(IM_END)
     matcher.fill_mask(bitmask, 0)  # terminated: the stop-only row is no backend fill
-    assert matcher.fill_times.count == 1 + rows
+    assert matcher.fill_masks(bitmask, []) == 0
+    assert (matcher.fill_times.count, matcher.fill_masks_times.count) == (1, rows + 1)
 
 
 def test_schema_aware_sql_counts_its_fills_not_the_inner_grammars(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
@@ -83,5 +87,5 @@ def test_schema_aware_sql_counts_its_fills_not_the_inner_grammars(xgr_compiler) 
     matcher.fill_mask(bitmask, 0)
     assert matcher.accept_text("SELECT name FROM")
     rows = matcher.fill_masks(bitmask, xgr_compiler.encode(" singer"))
-    assert matcher.fill_times.count == 1 + rows
-    assert matcher.inner.fill_times.count == 0
+    assert (matcher.fill_times.count, matcher.fill_masks_times.count) == (1, rows)
+    assert matcher.inner.fill_times.count == matcher.inner.fill_masks_times.count == 0
