@@ -1,7 +1,7 @@
 """Mask cost on the Qwen2.5 tokenizer; writes benchmarks/results/mask_cost.md.
 
     python -m benchmarks.mask_cost [--quick] [--backend auto|xgrammar|llguidance|outlines ...]
-        [--family json_schema|regex|sql|tools ...] [--clock wall|thread] [--warm]
+        [--family json_schema|regex|sql|tools ...] [--clock wall|thread] [--warm] [--evict-mb N]
 
 With several `--backend`s the families are measured for each, interleaved family by family
 in one run, so their figures compare side by side (a ratio on one machine at one time).
@@ -13,7 +13,14 @@ the tokens of a valid output and times, at every position:
 - `fill_masks` with the next K=4 tokens as drafts (K+1 rows, advance + exact rollback);
 - schema-aware SQL also: the grammar's own fill (no scope layer), and a separate walk that
   fills each position before anything else did (the scope layer's per-signature tables
-  cleared), the first-fill cost the timed walk's fills do not see.
+  cleared), the first-fill cost the timed walk's fills do not see;
+- in a separate walk, the rows as the torch engine fills them at batch 1 (engine.decoder):
+  each step the drafter fills one row per draft position (`fill_mask`, advancing through
+  its drafts, then rolling back), then the verify rows (K+1: the same positions and the one
+  after the last draft), every draft accepted (drafts = the next K tokens of the output).
+  Reported per row, drafter rows apart from verify rows, as the gateway's
+  `specgate_grammar_mask_fill_seconds{rows="draft"|"target"}` counts them. A drafter row is
+  often a state's first fill; a verify row mostly finds what the drafter's row built.
 Published bars for comparison: llguidance avg 64 µs / p99 533 µs; XGrammar p50 9 µs.
 `--warm` walks each output once untimed before timing it: the steady state of a schema the
 server has already served (llguidance builds lexer states lazily, per compiled grammar, and
@@ -21,6 +28,12 @@ the gateway caches compiled grammars), where the default measures a cold grammar
 `--clock thread` times with the measuring thread's CPU time instead of wall time: on a loaded
 machine a fill the scheduler pre-empts counts only the time it ran, so p99 stays comparable
 (the default, wall time, is what a quiet machine's figures use).
+`--evict-mb N` reads an N MB buffer before every timed fill (in the engine walk: before each
+drafter row and before the first verify row of a step), as a model forward between two
+fills does to the CPU caches: a forward streams the weights (GBs) through them, and the
+fill after it finds its tables in memory, not cache. Take N above the last-level cache.
+Without it every walk runs with warm caches, which serving never has (measured on Zen 4,
+README "Mask cost as served").
 """
 
 from __future__ import annotations
@@ -129,18 +142,65 @@ def tool_cases(limit: int) -> list[tuple[dict[str, Any], str]]:
     return cases
 
 
+class Evictor:
+    """Reads a buffer of `megabytes` before a timed fill (nothing when 0): the caches as a
+    model forward leaves them."""
+
+    def __init__(self, megabytes: int) -> None:
+        import numpy as np
+
+        self._buffer = np.ones(megabytes << 17) if megabytes > 0 else None  # float64: 8 bytes each
+
+    def __call__(self) -> None:
+        if self._buffer is not None:
+            self._buffer.sum()
+
+
+def engine_walk(matcher: Any, tokens: list[int], bitmask: Any, *, clock: Callable[[], int],
+                evict: Evictor) -> tuple[list[float], list[float]]:
+    """Fill times (ns) of the drafter's rows and of the verify rows, filled as the torch
+    engine does at batch 1 with every draft accepted (see the module docstring)."""
+    draft_ns: list[float] = []
+    target_ns: list[float] = []
+    index = 0
+    while index < len(tokens):
+        drafts = tokens[index : index + K]
+        for token in drafts:  # the drafter: a forward, then its row, then the next draft
+            evict()
+            start = clock()
+            matcher.fill_mask(bitmask, 0)
+            draft_ns.append(clock() - start)
+            matcher.accept_token(token)
+        matcher.rollback(len(drafts))
+        evict()  # the target's forward, then the K+1 verify rows
+        for row in range(len(drafts) + 1):
+            start = clock()
+            matcher.fill_mask(bitmask, 0)
+            target_ns.append(clock() - start)
+            if row < len(drafts):
+                matcher.accept_token(drafts[row])
+        index += len(drafts)
+    return draft_ns, target_ns
+
+
 def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
-            clock: Callable[[], int] = time.perf_counter_ns, warm: bool = False) -> dict[str, Any]:
+            clock: Callable[[], int] = time.perf_counter_ns, warm: bool = False,
+            evict: Evictor | None = None) -> dict[str, Any]:
     """Fill times at every position of each case's valid output. `warm`: each grammar first
     walks the same output once, untimed, so what a backend builds lazily per compiled grammar
     (llguidance's lexer states) exists before timing: the steady state of a schema the
-    server has already served (on Zen 3 it read no lower than cold; README)."""
+    server has already served (on Zen 3 it read no lower than cold; README). `evict`: run
+    before each timed fill."""
     from grammars import GrammarError, spec_from_request
+
+    evict = evict or Evictor(0)
 
     fill_ns: list[float] = []
     multi_ns: list[float] = []
     inner_ns: list[float] = []  # schema-aware SQL: the grammar's own fill, without the scope layer
     cold_ns: list[float] = []  # schema-aware SQL: fill only, the scope layer's tables cleared first
+    draft_ns: list[float] = []  # the engine walk: the drafter's rows
+    target_ns: list[float] = []  # the engine walk: the verify rows
     skipped = 0
     bitmask = compiler.allocate_bitmask(K + 1)
     for body, text in cases:
@@ -167,6 +227,7 @@ def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
             # position's fill_masks. This walk fills each position first, from no tables.
             matcher.forget()
             for token in tokens:
+                evict()
                 start = clock()
                 matcher.fill_mask(bitmask, 0)
                 cold_ns.append(clock() - start)
@@ -175,19 +236,29 @@ def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
             matcher.forget()
         for index, token in enumerate(tokens):
             if inner is not None:  # interleaved with the scoped fill: a side-by-side ratio
+                evict()
                 start = clock()
                 inner.fill_mask(bitmask, 0)
                 inner_ns.append(clock() - start)
+            evict()
             start = clock()
             matcher.fill_mask(bitmask, 0)
             fill_ns.append(clock() - start)
             drafts = tokens[index : index + K]
+            evict()
             start = clock()
             matcher.fill_masks(bitmask, drafts)
             multi_ns.append(clock() - start)
             matcher.accept_token(token)
+        if not warm:  # the engine walk on a fresh grammar: no lexer states, no scope tables
+            compiler.clear_cache()
+            compiled = compiler.compile(compiled.spec)
+        drafted, verified = engine_walk(compiled.matcher(), tokens, bitmask, clock=clock, evict=evict)
+        draft_ns += drafted
+        target_ns += verified
     return {"cases": len(cases) - skipped, "skipped": skipped, "fill": fill_ns,
-            "multi": multi_ns, "inner": inner_ns, "cold": cold_ns}
+            "multi": multi_ns, "inner": inner_ns, "cold": cold_ns, "draft": draft_ns,
+            "target": target_ns}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="GrammarCompiler property_order (grammars.json_object_rules)")
     parser.add_argument("--warm", action="store_true",
                         help="walk each output once untimed first (a schema already served)")
+    parser.add_argument("--evict-mb", type=int, default=0, metavar="N",
+                        help="read an N MB buffer before every timed fill, as a forward does to the caches")
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer
 
@@ -217,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                  for name in backends}
     limit = 5 if args.quick else 40
     clock = time.thread_time_ns if args.clock == "thread" else time.perf_counter_ns
+    evict = Evictor(args.evict_mb)
     families = {"JSON schema (JSONSchemaBench)": ("json_schema", json_cases(limit)),
                 "regex / choice": ("regex", regex_cases()),
                 "SQL, schema-aware (Spider)": ("sql", sql_cases(limit)),
@@ -228,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, compiler in compilers.items():
             if kind not in compiler.supported_kinds:
                 continue
-            stats = measure(compiler, cases, clock=clock, warm=args.warm)
+            stats = measure(compiler, cases, clock=clock, warm=args.warm, evict=evict)
             fill, multi = stats["fill"], stats["multi"]
             rows.append(
                 f"| {family} | {name} | {stats['cases']} | {len(fill)} | "
@@ -248,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
                     f"| {family}, each position filled first (scope tables cleared, no fill_masks) | "
                     f"{name} | {stats['cases']} | {len(cold)} | {percentile(cold, 0.5) / 1e3:.1f} | "
                     f"{percentile(cold, 0.99) / 1e3:.1f} | {sum(cold) / len(cold) / 1e3:.1f} | — | — |")
+            for rows_name, times in (("drafter rows", stats["draft"]), ("verify rows", stats["target"])):
+                rows.append(
+                    f"| {family}, as the engine fills: {rows_name} | {name} | {stats['cases']} | "
+                    f"{len(times)} | {percentile(times, 0.5) / 1e3:.1f} | "
+                    f"{percentile(times, 0.99) / 1e3:.1f} | {sum(times) / len(times) / 1e3:.1f} | — | — |")
     text = "\n".join([
         "# Mask cost",
         "",
@@ -256,10 +335,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{' --quick' if args.quick else ''}{''.join(' --backend ' + b for b in backends)}"
         f"{''.join(' --family ' + f for f in args.family or [])}"
         f"{' --clock thread' if args.clock == 'thread' else ''}{' --warm' if args.warm else ''}"
-        f"{' --property-order any' if args.property_order == 'any' else ''}`. "
+        f"{' --property-order any' if args.property_order == 'any' else ''}"
+        f"{f' --evict-mb {args.evict_mb}' if args.evict_mb else ''}`. "
         f"Times in µs ({'thread CPU time' if args.clock == 'thread' else 'wall time'}), "
         "measured at every token position of a valid output"
-        f"{' after one untimed walk of it (warm grammar)' if args.warm else ' (cold: first walk of a freshly compiled grammar)'}.",
+        f"{' after one untimed walk of it (warm grammar)' if args.warm else ' (cold: first walk of a freshly compiled grammar)'}"
+        f"{f', a {args.evict_mb} MB buffer read before every timed fill (caches as a forward leaves them)' if args.evict_mb else ', caches warm'}.",
         "",
         "| grammar | backend | grammars | positions | fill p50 | fill p99 | fill mean | "
         f"fill_masks K={K} p50 | fill_masks K={K} p99 |",
@@ -275,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
         "position's row) finds them made; the `each position filled first` row walks the "
         "output once beforehand with no tables and fill only: the cost of a signature's first "
         "fill.",
+        f"`as the engine fills`: a separate walk on a freshly compiled grammar, rows filled as the "
+        f"torch engine fills them at batch 1 with K={K} and every draft accepted: the drafter's "
+        "row at each draft position, then the K+1 verify rows; the gateway's "
+        "`specgate_grammar_mask_fill_seconds{rows=\"draft\"|\"target\"}` in serving.",
         "JSON whitespace is bounded by xgrammar's `{0,16}` repetition (max_whitespace); with "
         "xgrammar's unbounded default the JSON fill p50 is ~4x lower (measured 66 -> 14 µs on "
         "16 schemas); the specgate wrapper adds ~2 µs per fill. `auto` compiles JSON schemas "

@@ -5,8 +5,6 @@ Contract:
   (`FILL_BUCKETS_S`, seconds, inclusive, as Prometheus `le`) holds it, else in the overflow
   bucket; `sum_s` and `count` accumulate alongside.
 - `merge(other)` adds another's counts (same buckets by construction).
-- `quantile(q)` is the upper bound of the bucket holding the q-th fill (None when empty;
-  `inf` when it overflows): a bound, never an interpolation, so "p99 <= 1 ms" reads exactly.
 - The bounds include 500 µs and 1 ms, the mask budgets of issue #16 (JSON fill p99 <= 500 µs,
   schema-aware SQL p99 <= 1 ms), so the share of fills over a budget is one bucket away.
 
@@ -17,7 +15,6 @@ gateway merges finished requests' counts). Knows nothing of metrics exporters or
 from __future__ import annotations
 
 import bisect
-import math
 
 # upper bounds in seconds; the last bucket (above 0.1 s) is the overflow
 FILL_BUCKETS_S = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 1e-1)
@@ -45,21 +42,6 @@ class FillTimes:
         for index, count in enumerate(other.counts):
             self.counts[index] += count
         self.sum_s += other.sum_s
-
-    def quantile(self, q: float) -> float | None:
-        """The upper bound (s) of the bucket holding the q-th fill (0 < q <= 1)."""
-        if not 0.0 < q <= 1.0:
-            raise ValueError(f"quantile must be in (0, 1], got {q}")
-        total = self.count
-        if total == 0:
-            return None
-        rank = math.ceil(q * total)
-        seen = 0
-        for bound, count in zip((*FILL_BUCKETS_S, math.inf), self.counts, strict=True):
-            seen += count
-            if seen >= rank:
-                return bound
-        raise AssertionError("unreachable: rank <= total")
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready: the bucket bounds (s), the counts per bucket (one more: overflow),

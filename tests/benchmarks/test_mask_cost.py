@@ -28,3 +28,25 @@ def test_schema_aware_sql_times_first_fills_at_the_same_positions(qwen_tokenizer
     assert stats["cases"] == 2
     assert len(stats["cold"]) == len(stats["inner"]) == len(stats["fill"]) > 20
     assert measure(compiler, sql_cases(1), warm=True)["cold"] == []  # a warm walk has no first fills
+
+
+def test_engine_walk_fills_the_rows_the_torch_engine_fills(qwen_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """One drafter row per position, then K+1 verify rows per step (the last step shorter),
+    each timed once; the walk ends with the whole output accepted."""
+    import math
+
+    from benchmarks.mask_cost import Evictor, K, engine_walk
+    from grammars import GrammarCompiler, spec_from_request
+
+    compiler = GrammarCompiler(qwen_tokenizer, backend="auto", vocab_size=151_936)
+    body, text = json_cases(1)[0]
+    tokens = compiler.encode(text)
+    matcher = compiler.compile(spec_from_request(body)).matcher()
+    drafted, verified = engine_walk(matcher, tokens, compiler.allocate_bitmask(K + 1),
+                                    clock=lambda: __import__("time").perf_counter_ns(), evict=Evictor(1))
+    steps = math.ceil(len(tokens) / K)
+    assert len(drafted) == len(tokens) and len(verified) == len(tokens) + steps
+    assert matcher.fill_times.count == len(drafted) + len(verified)  # the matcher's own count agrees
+    assert matcher.num_accepted == len(tokens) and matcher.can_stop()
+    stats = measure(compiler, [(body, text)])
+    assert len(stats["draft"]) == len(tokens) and len(stats["target"]) == len(tokens) + steps

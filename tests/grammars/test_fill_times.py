@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from grammars import FILL_BUCKETS_S, FillTimes, spec_from_request
@@ -26,22 +24,6 @@ def test_bounds_are_inclusive_upper_bounds_with_an_overflow_bucket() -> None:
     assert times.counts[-1] == 1 and len(times.counts) == len(FILL_BUCKETS_S) + 1
     assert times.count == 4
     assert times.sum_s == pytest.approx(1.001000001)
-
-
-def test_quantile_is_the_bound_of_the_bucket_holding_the_rank() -> None:
-    times = FillTimes()
-    assert times.quantile(0.99) is None
-    for _ in range(99):
-        times.observe_ns(20_000)  # 20 µs: the 25 µs bucket
-    times.observe_ns(700_000)  # one fill of 700 µs: the 1 ms bucket
-    assert times.quantile(0.5) == 2.5e-5
-    assert times.quantile(0.99) == 2.5e-5  # rank 99 of 100 is still a 20 µs fill
-    assert times.quantile(0.995) == 1e-3
-    assert times.quantile(1.0) == 1e-3
-    times.observe_ns(5 * 10**8)
-    assert times.quantile(1.0) == math.inf
-    with pytest.raises(ValueError, match="quantile"):
-        times.quantile(0.0)
 
 
 def test_merge_adds_counts_and_sums() -> None:
