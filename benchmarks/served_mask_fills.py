@@ -1,0 +1,139 @@
+"""Mask fill times as a running gateway measures them: send constrained requests, read /metrics.
+
+    python -m benchmarks.served_mask_fills [--url http://127.0.0.1:8000] [--sql N] [--json N]
+        [--output FILE]
+
+Sends N Spider dev questions with their database's DDL as a schema-aware SQL constraint
+(`response_format: {"type": "sql", ...}`; every 377/N-th question, so mostly different
+databases: each a freshly compiled grammar) and N JSON-schema requests (one strict schema),
+greedy, with the official OpenAI client, then reads the server's
+`specgate_grammar_mask_fill_seconds{grammar, backend, rows}` histogram (gateway.metrics) and
+prints, per grammar family and rows (the drafter's, the target's verify rows), the fills,
+their mean and the share at or under each bound from 100 µs to 5 ms. Those are the costs of
+masks filled between real forwards, on the CPU serving (benchmarks.mask_cost's
+`--evict-mb` reproduces the cache state offline). Start the server first
+(`bash scripts/serve.sh`); its histogram counts every request it has finished, so use a
+fresh one.
+
+Knows nothing of the engine; talks HTTP only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import time
+from typing import Any
+
+from benchmarks.common import DATA, RESULTS_DIR
+
+RESULTS = RESULTS_DIR / "served_mask_fills.md"
+_METRIC = "specgate_grammar_mask_fill_seconds"
+_SHOWN = ("0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005")
+PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "country", "age"],
+          "properties": {"name": {"type": "string", "maxLength": 40}, "country": {"type": "string"},
+                         "age": {"type": "integer", "minimum": 0}}}
+
+
+def send(url: str, *, sql: int, json_requests: int) -> list[str]:
+    """Send the requests; return one line per answer (finish reason, tokens, text)."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{url}/v1", api_key="none", timeout=900)
+    model = client.models.list().data[0].id
+    spider = DATA / "text2sql" / "spider"
+    dev = json.loads((spider / "dev.json").read_text())
+    lines = []
+    for example in dev[:: max(1, len(dev) // max(sql, 1))][:sql]:
+        ddl = (spider / "ddl" / f"{example['db_id']}.sql").read_text()
+        reply = client.chat.completions.create(
+            model=model, temperature=0, max_tokens=120,
+            messages=[{"role": "system", "content": "Write one SQLite query. Schema:\n" + ddl},
+                      {"role": "user", "content": example["question"]}],
+            extra_body={"response_format": {"type": "sql", "sql": {"dialect": "sqlite", "schema": ddl}}})
+        lines.append(_line("sql", reply))
+    for index in range(json_requests):
+        reply = client.chat.completions.create(
+            model=model, temperature=0, max_tokens=80,
+            messages=[{"role": "user", "content": f"Describe famous person number {index + 1}."}],
+            response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON,
+                                                                    "strict": True}})
+        lines.append(_line("json", reply))
+    return lines
+
+
+def _line(kind: str, reply: Any) -> str:
+    choice = reply.choices[0]
+    return f"{kind}: {choice.finish_reason}, {reply.usage.completion_tokens} tokens: {choice.message.content!r}"[:160]
+
+
+def read_metrics(url: str) -> tuple[dict[tuple[str, str, str], dict[str, float]], str]:
+    """The served histogram per (grammar, backend, rows) (cumulative counts by `le`, `count`,
+    `sum`) and the serving CPU as the server reports it (`specgate_cost_model_info`)."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[tuple[str, str, str], dict[str, float]] = {}
+    cpu = "CPU not reported"
+    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text):
+        if family.name == "specgate_cost_model_info" and family.samples:
+            labels = family.samples[0].labels
+            cpu = f"{labels.get('cpu', '?')}, flags {labels.get('flags', '?')}"
+        if family.name != _METRIC:
+            continue
+        for sample in family.samples:
+            labels = sample.labels
+            key = labels.get("le") or sample.name.rsplit("_", 1)[-1]
+            out.setdefault((labels["grammar"], labels["backend"], labels["rows"]), {})[key] = sample.value
+    return out, cpu
+
+
+def table(histogram: dict[tuple[str, str, str], dict[str, float]]) -> list[str]:
+    head = "| grammar | backend | rows | fills | mean µs | " + " | ".join(
+        f"≤ {float(bound) * 1e6:g} µs" for bound in _SHOWN) + " |"
+    rows = [head, "|" + "---|" * (5 + len(_SHOWN))]
+    for (grammar, backend, kind), sample in sorted(histogram.items()):
+        count = sample.get("count", 0.0)
+        if not count:
+            continue
+        shares = " | ".join(f"{sample.get(bound, 0.0) / count:.1%}" for bound in _SHOWN)
+        rows.append(f"| {grammar} | {backend} | {kind} | {count:.0f} | "
+                    f"{sample.get('sum', 0.0) / count * 1e6:.0f} | {shares} |")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--sql", type=int, default=12, help="schema-aware SQL requests")
+    parser.add_argument("--json", type=int, default=3, help="JSON-schema requests")
+    parser.add_argument("--output", type=pathlib.Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    answers = send(args.url, sql=args.sql, json_requests=args.json)
+    wall = time.perf_counter() - started
+    histogram, cpu = read_metrics(args.url)
+    text = "\n".join([
+        "# Mask fills as served",
+        "",
+        f"`python -m benchmarks.served_mask_fills --sql {args.sql} --json {args.json}` against a "
+        f"gateway at {args.url} (serving CPU: {cpu}), {len(answers)} requests in {wall:.0f} s, "
+        f"greedy. From the server's `{_METRIC}` histogram: share of mask rows filled within "
+        "each bound.",
+        "",
+        *table(histogram),
+        "",
+        "Answers:",
+        "",
+        *(f"- {line}" for line in answers),
+        "",
+    ])
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
