@@ -1,11 +1,13 @@
 """Mask fill times as a running gateway measures them: send constrained requests, read /metrics.
 
     python -m benchmarks.served_mask_fills [--url http://127.0.0.1:8000] [--sql N] [--json N]
-        [--output FILE]
+        [--db SPIDER_DB] [--output FILE]
 
 Sends N Spider dev questions with their database's DDL as a schema-aware SQL constraint
 (`response_format: {"type": "sql", ...}`; every 377/N-th question, so mostly different
-databases: each a freshly compiled grammar) and N JSON-schema requests (one strict schema),
+databases: each a freshly compiled grammar; or with `--db`, the first N questions on one
+database: one grammar whose scope tables warm up, a Text2SQL service over a fixed database)
+and N JSON-schema requests (one strict schema),
 greedy, with the official OpenAI client, then reads the server's
 `specgate_grammar_mask_fill_seconds{grammar, backend, rows}` histogram (gateway.metrics) and
 prints, per grammar family and rows (the drafter's, the target's verify rows), the fills,
@@ -36,7 +38,7 @@ PERSON = {"type": "object", "additionalProperties": False, "required": ["name", 
                          "age": {"type": "integer", "minimum": 0}}}
 
 
-def send(url: str, *, sql: int, json_requests: int) -> list[str]:
+def send(url: str, *, sql: int, json_requests: int, db: str | None = None) -> list[str]:
     """Send the requests; return one line per answer (finish reason, tokens, text)."""
     from openai import OpenAI
 
@@ -44,8 +46,12 @@ def send(url: str, *, sql: int, json_requests: int) -> list[str]:
     model = client.models.list().data[0].id
     spider = DATA / "text2sql" / "spider"
     dev = json.loads((spider / "dev.json").read_text())
+    if db is not None:
+        dev = [example for example in dev if example["db_id"] == db]
+        if len(dev) < sql:
+            raise SystemExit(f"Spider dev has {len(dev)} questions on {db!r}, fewer than --sql {sql}")
     lines = []
-    for example in dev[:: max(1, len(dev) // max(sql, 1))][:sql]:
+    for example in (dev[:sql] if db is not None else dev[:: max(1, len(dev) // max(sql, 1))][:sql]):
         ddl = (spider / "ddl" / f"{example['db_id']}.sql").read_text()
         reply = client.chat.completions.create(
             model=model, temperature=0, max_tokens=120,
@@ -108,16 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--sql", type=int, default=12, help="schema-aware SQL requests")
     parser.add_argument("--json", type=int, default=3, help="JSON-schema requests")
+    parser.add_argument("--db", help="ask only about this Spider database (e.g. car_1)")
     parser.add_argument("--output", type=pathlib.Path, default=RESULTS)
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    answers = send(args.url, sql=args.sql, json_requests=args.json)
+    answers = send(args.url, sql=args.sql, json_requests=args.json, db=args.db)
     wall = time.perf_counter() - started
     histogram, cpu = read_metrics(args.url)
     text = "\n".join([
         "# Mask fills as served",
         "",
-        f"`python -m benchmarks.served_mask_fills --sql {args.sql} --json {args.json}` against a "
+        f"`python -m benchmarks.served_mask_fills --sql {args.sql} --json {args.json}"
+        f"{f' --db {args.db}' if args.db else ''}` against a "
         f"gateway at {args.url} (serving CPU: {cpu}), {len(answers)} requests in {wall:.0f} s, "
         f"greedy. From the server's `{_METRIC}` histogram: share of mask rows filled within "
         "each bound.",
