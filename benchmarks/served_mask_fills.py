@@ -11,7 +11,9 @@ and N JSON-schema requests (one strict schema),
 greedy, with the official OpenAI client, then reads the server's
 `specgate_grammar_mask_fill_seconds{grammar, backend, rows}` histogram (gateway.metrics) and
 prints, per grammar family and rows (the drafter's, the target's verify rows), the fills,
-their mean and the share at or under each bound from 100 µs to 5 ms. Those are the costs of
+their mean and the share at or under each bound from 100 µs to 5 ms; and the garbage
+collector's pauses since the server started (`specgate_gc_pause_seconds`, per generation:
+count, total, and how many took over 10 and 100 ms), which stop every fill and forward. Those are the costs of
 masks filled between real forwards, on the CPU serving (benchmarks.mask_cost's
 `--evict-mb` reproduces the cache state offline). Start the server first
 (`bash scripts/serve.sh`); its histogram counts every request it has finished, so use a
@@ -74,25 +76,41 @@ def _line(kind: str, reply: Any) -> str:
     return f"{kind}: {choice.finish_reason}, {reply.usage.completion_tokens} tokens: {choice.message.content!r}"[:160]
 
 
-def read_metrics(url: str) -> tuple[dict[tuple[str, str, str], dict[str, float]], str]:
+def read_metrics(url: str) -> tuple[dict[tuple[str, str, str], dict[str, float]], str,
+                                     dict[str, dict[str, float]]]:
     """The served histogram per (grammar, backend, rows) (cumulative counts by `le`, `count`,
-    `sum`) and the serving CPU as the server reports it (`specgate_cost_model_info`)."""
+    `sum`), the serving CPU as the server reports it (`specgate_cost_model_info`), and the
+    GC pause histogram per generation (same keys)."""
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[tuple[str, str, str], dict[str, float]] = {}
+    pauses: dict[str, dict[str, float]] = {}
     cpu = "CPU not reported"
     for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text):
         if family.name == "specgate_cost_model_info" and family.samples:
             labels = family.samples[0].labels
             cpu = f"{labels.get('cpu', '?')}, flags {labels.get('flags', '?')}"
+        if family.name == "specgate_gc_pause_seconds":
+            for sample in family.samples:
+                key = sample.labels.get("le") or sample.name.rsplit("_", 1)[-1]
+                pauses.setdefault(sample.labels["generation"], {})[key] = sample.value
         if family.name != _METRIC:
             continue
         for sample in family.samples:
             labels = sample.labels
             key = labels.get("le") or sample.name.rsplit("_", 1)[-1]
             out.setdefault((labels["grammar"], labels["backend"], labels["rows"]), {})[key] = sample.value
-    return out, cpu
+    return out, cpu, pauses
+
+
+def pause_table(pauses: dict[str, dict[str, float]]) -> list[str]:
+    rows = ["| GC generation | pauses | total ms | over 10 ms | over 100 ms |", "|---|---|---|---|---|"]
+    for generation, sample in sorted(pauses.items()):
+        count = sample.get("count", 0.0)
+        rows.append(f"| {generation} | {count:.0f} | {sample.get('sum', 0.0) * 1e3:.0f} | "
+                    f"{count - sample.get('0.01', count):.0f} | {count - sample.get('0.1', count):.0f} |")
+    return rows
 
 
 def table(histogram: dict[tuple[str, str, str], dict[str, float]]) -> list[str]:
@@ -120,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     answers = send(args.url, sql=args.sql, json_requests=args.json, db=args.db)
     wall = time.perf_counter() - started
-    histogram, cpu = read_metrics(args.url)
+    histogram, cpu, pauses = read_metrics(args.url)
     text = "\n".join([
         "# Mask fills as served",
         "",
@@ -131,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         "each bound.",
         "",
         *table(histogram),
+        "",
+        "Garbage collector pauses since the server started (startup included):",
+        "",
+        *pause_table(pauses),
         "",
         "Answers:",
         "",

@@ -2,7 +2,8 @@
 
 The lifespan builds the engine once from `settings.engine_config()` with
 `engine.build_engine` (or takes the one given), starts it, binds it into `app.state.gateway`,
-starts the periodic speculation log line, and shuts everything down on exit (in-flight
+starts the periodic speculation log line, freezes the startup heap (gateway.gc_heap, unless
+`gc_freeze` is off), and shuts everything down on exit (in-flight
 requests then fail with a 503 `engine_unavailable`; uvicorn first gives them
 `shutdown_timeout_s` to finish, see `gateway.cli.serve`). A backend this build cannot run
 (`--engine vllm` without vLLM) raises `engine.EngineUnavailableError` here, before anything
@@ -27,6 +28,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from engine import Engine, build_engine
 from engine.build import check_backend_available
 from gateway.errors import install_error_handlers
+from gateway.gc_heap import HeapFreezer
 from gateway.json_guard import StrictJsonBody
 from gateway.metrics import GatewayMetrics, SpecStatsLogger
 from gateway.routers import chat, completions, health, metrics, models
@@ -42,7 +44,7 @@ def create_app(settings: GatewaySettings, *, engine: Engine | None = None) -> Fa
     config = settings.engine_config()
     if engine is None:
         check_backend_available(config)  # EngineUnavailableError before loading anything
-    state = GatewayState(settings=settings, metrics=GatewayMetrics())
+    state = GatewayState(settings=settings, metrics=GatewayMetrics(), heap=HeapFreezer(enabled=settings.gc_freeze))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -63,12 +65,17 @@ def create_app(settings: GatewaySettings, *, engine: Engine | None = None) -> Fa
         for note in getattr(eng, "startup_notes", ()):
             logger.info("%s", note)
         state.metrics.record_engine(eng)
+        state.metrics.gc_pauses.install()
+        frozen = state.heap.freeze("startup")
+        if frozen:
+            logger.info("garbage collector: %d startup objects frozen (full collections skip them)", frozen)
         logger.info("specgate serving %s (engine %s, drafter %s, k=%d, draft mask %s)",
                     state.model_id, settings.engine, settings.drafter, settings.k,
                     "on" if settings.draft_mask else "off")
         try:
             yield
         finally:
+            state.metrics.gc_pauses.uninstall()
             await stats_logger.stop()
             await eng.shutdown()
 

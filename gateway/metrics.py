@@ -5,7 +5,8 @@ grammar step (compile time, cache hit/miss). `specgate_grammar_mask_fill_seconds
 backend, rows}` is a histogram of every mask row filled (`rows`: "draft", the drafter's, or
 "target", the verify rows) for the finished requests whose engine timed them (the torch
 engine; grammars.fill_times, bounds at 500 µs and 1 ms): a grammar's mask cost on the CPU
-actually serving, not a benchmark's. The torch engine's prefix cache
+actually serving, not a benchmark's. `specgate_gc_pause_seconds{generation}` times the
+garbage collector's pauses (gateway.gc_heap). The torch engine's prefix cache
 (`engine.prefix_cache_stats()`) is read at every scrape (`specgate_prefix_cache_*`, per model). `SpecStatsLogger` logs, every N seconds, the
 figures operators watch over the last interval: draft acceptance rate, accepted tokens per
 step, and efficiency (accepted ÷ proposed, per proposed position). This module knows nothing
@@ -23,6 +24,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from gateway.gc_heap import GcPauses
 from grammars import FILL_BUCKETS_S, FillTimes
 
 logger = logging.getLogger("specgate.gateway.stats")
@@ -105,6 +107,8 @@ class GatewayMetrics:
         r.register(self._prefix_cache)
         self._mask_fills = _MaskFillCollector()
         r.register(self._mask_fills)
+        self.gc_pauses = GcPauses()  # the app's lifespan installs its gc hook
+        r.register(self.gc_pauses)
         self._totals = _Totals()
 
     def watch_engine(self, engine: Any) -> None:

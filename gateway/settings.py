@@ -116,6 +116,11 @@ class GatewaySettings(BaseSettings):
         256, ge=0, description="compiled grammars kept on disk across restarts, under the specgate "
         "cache dir (<models root>/.grammars); 0: off")
 
+    gc_freeze: bool = Field(
+        True, description="freeze the garbage collector's heap after startup and after a grammar "
+        "family's first compile (gateway.gc_heap: full collections otherwise walk the tokenizer "
+        "and vocabulary tables, 0.2-0.4 s pauses mid-generation)")
+
     # Observability
     stats_log_interval_s: float = Field(10.0, ge=0.0, description="seconds between speculation log lines (0: off)")
     log_level: str = Field("info", description="log level")

@@ -1,5 +1,5 @@
-"""Per-app runtime state: settings, the engine (bound once in the lifespan), metrics, and
-the model ids this server answers to. Routers read it with `get_state(request)`, which
+"""Per-app runtime state: settings, the engine (bound once in the lifespan), metrics, the
+heap freezer (gateway.gc_heap), and the model ids this server answers to. Routers read it with `get_state(request)`, which
 answers 503 (with Retry-After) until the engine is bound, while the server drains for
 shutdown, and once the engine is dead or shut down.
 Knows nothing about request handling."""
@@ -16,6 +16,7 @@ from engine import Engine
 from engine.loader import model_name
 from gateway.engine_errors import engine_unavailable
 from gateway.errors import APIError
+from gateway.gc_heap import HeapFreezer
 from gateway.metrics import GatewayMetrics
 from gateway.settings import GatewaySettings
 
@@ -29,6 +30,7 @@ class GatewayState:
     created: int = field(default_factory=lambda: int(time.time()))
     aliases: set[str] = field(default_factory=set)
     draining: bool = False  # set by gateway.server.GracefulServer on SIGTERM: admit nothing new
+    heap: HeapFreezer = field(default_factory=lambda: HeapFreezer(enabled=False))
 
     @property
     def engine(self) -> Engine:

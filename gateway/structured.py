@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from gateway.errors import APIError
+from gateway.gc_heap import HeapFreezer
 from gateway.metrics import GatewayMetrics
 from grammars import CompiledGrammar, GrammarCompiler, GrammarError, spec_from_request
 
@@ -45,9 +46,11 @@ def grammar_error(exc: GrammarError, *, fallback_param: str | None = None) -> AP
 
 
 async def compile_for_request(
-    body: dict[str, Any], *, compiler: GrammarCompiler, metrics: GatewayMetrics, timeout_s: float = 10.0
+    body: dict[str, Any], *, compiler: GrammarCompiler, metrics: GatewayMetrics, timeout_s: float = 10.0,
+    heap: HeapFreezer | None = None,
 ) -> CompiledGrammar | None:
-    """The compiled grammar the request asks for, or None when it asks for none."""
+    """The compiled grammar the request asks for, or None when it asks for none. `heap`
+    (gateway.gc_heap) is frozen again after the first grammar of a family compiles."""
     try:
         spec = spec_from_request(body)
     except GrammarError as exc:
@@ -70,6 +73,8 @@ async def compile_for_request(
     hits_after = _cache_hits(compiler)
     if hits_before is not None and hits_after is not None:
         metrics.grammar_cache.labels(result="hit" if hits_after > hits_before else "miss").inc()
+    if heap is not None:
+        heap.after_compile(compiled.family)
     return compiled
 
 

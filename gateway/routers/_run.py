@@ -88,7 +88,7 @@ async def choices_for(
     )
     raw = body.model_dump(mode="json", exclude_unset=True)
     grammar = await compile_for_request(raw, compiler=state.engine.grammar_compiler, metrics=state.metrics,
-                                        timeout_s=state.settings.grammar_compile_timeout_s)
+                                        timeout_s=state.settings.grammar_compile_timeout_s, heap=state.heap)
     return samplings, grammar
 
 

@@ -15,3 +15,10 @@ def test_table_gives_the_share_of_fills_within_each_bound() -> None:
     head, rule, *rows = table(histogram)
     assert head.startswith("| grammar | backend | rows | fills | mean µs | ≤ 100 µs") and rule.count("---") == 11
     assert rows == ["| sql_schema | xgrammar | draft | 4 | 500 | 0.0% | 25.0% | 50.0% | 75.0% | 100.0% | 100.0% |"]
+
+
+def test_pause_table_counts_pauses_over_10_and_100_ms() -> None:
+    from benchmarks.served_mask_fills import pause_table
+
+    pauses = {"2": {"0.01": 1.0, "0.1": 2.0, "+Inf": 3.0, "count": 3.0, "sum": 0.4}}
+    assert pause_table(pauses)[2:] == ["| 2 | 3 | 400 | 2 | 1 |"]

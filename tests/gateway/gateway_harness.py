@@ -152,7 +152,9 @@ def start_server(app: Any, engine: SpyEngine) -> Iterator[RunningServer]:
 def make_settings(**overrides: Any) -> Any:
     from gateway.settings import GatewaySettings
 
+    # gc_freeze off: these servers run inside the test process, whose heap (every fixture and
+    # engine alive at a freeze) must stay collectable; tests/gateway/test_gc_heap.py turns it on
     base: dict[str, Any] = {"api_key": API_KEY, "stats_log_interval_s": 0.5, "max_model_len": 1024,
-                            "default_max_tokens": 64, "max_tokens_cap": 1000}
+                            "default_max_tokens": 64, "max_tokens_cap": 1000, "gc_freeze": False}
     base.update(overrides)
     return GatewaySettings(**base)
