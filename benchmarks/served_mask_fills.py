@@ -12,7 +12,7 @@ greedy, with the official OpenAI client, then reads the server's
 `specgate_grammar_mask_fill_seconds{grammar, backend, rows}` histogram (gateway.metrics) and
 prints, per grammar family and rows (the drafter's, the target's verify rows), the fills,
 their mean and the share at or under each bound from 100 µs to 5 ms; and the garbage
-collector's pauses since the server started (`specgate_gc_pause_seconds`, per generation:
+collector's pauses since the server started (`specgate_gc_pause_seconds`, timed from the end of startup, per generation:
 count, total, and how many took over 10 and 100 ms), which stop every fill and forward. Those are the costs of
 masks filled between real forwards, on the CPU serving (benchmarks.mask_cost's
 `--evict-mb` reproduces the cache state offline). Start the server first
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         *table(histogram),
         "",
-        "Garbage collector pauses since the server started (startup included):",
+        "Garbage collector pauses while serving (from the end of startup):",
         "",
         *pause_table(pauses),
         "",

@@ -65,10 +65,10 @@ def create_app(settings: GatewaySettings, *, engine: Engine | None = None) -> Fa
         for note in getattr(eng, "startup_notes", ()):
             logger.info("%s", note)
         state.metrics.record_engine(eng)
-        state.metrics.gc_pauses.install()
         frozen = state.heap.freeze("startup")
         if frozen:
             logger.info("garbage collector: %d startup objects frozen (full collections skip them)", frozen)
+        state.metrics.gc_pauses.install()  # pauses while serving, from here on
         logger.info("specgate serving %s (engine %s, drafter %s, k=%d, draft mask %s)",
                     state.model_id, settings.engine, settings.drafter, settings.k,
                     "on" if settings.draft_mask else "off")

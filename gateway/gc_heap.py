@@ -17,7 +17,7 @@ Contract:
   tables that live as long as the process (schema-aware SQL's scope vocabulary: ~1.8 s to
   build, a few MB); the heap is frozen again then, once per family (so at most one freeze
   per grammar family over the process's life).
-- Disabled (`enabled=False`): does nothing (`--no-gc-freeze`).
+- Disabled (`enabled=False`, `specgate serve --gc-freeze off`): does nothing.
 - What it costs: objects frozen are never collected, so a cycle that becomes garbage later
   among them stays in memory (objects replaced after startup are few here: bounded).
 

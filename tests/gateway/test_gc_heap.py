@@ -70,7 +70,7 @@ def test_server_freezes_after_startup_and_a_familys_first_grammar(
             metrics = http.get("/metrics").text
         assert heap.freezes == ["startup", "first json_schema grammar"]
         full = [line for line in metrics.splitlines() if line.startswith('specgate_gc_pause_seconds_count{generation="2"}')]
-        assert full and float(full[0].split()[-1]) >= 2  # the two freezes' collections, at least
+        assert full and float(full[0].split()[-1]) >= 1  # the json_schema freeze's collection, at least
 
 
 def test_gc_pauses_are_timed_per_generation_until_uninstalled() -> None:
