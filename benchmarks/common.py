@@ -25,6 +25,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def write_report(text: str, path: str | os.PathLike[str]) -> None:
+    """Write a Markdown report (parent folders made) and print it."""
+    out = pathlib.Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(text)
+
+
 def write_json(document: Any, path: str | os.PathLike[str]) -> None:
     """Write a results document as indented JSON (parent folders made; non-JSON values as str)."""
     out = pathlib.Path(path)

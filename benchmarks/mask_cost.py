@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.common import DATA, RESULTS_DIR, SHARED, percentile
+from benchmarks.common import DATA, RESULTS_DIR, SHARED, percentile, write_report
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -366,9 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         "with llguidance (whitespace capped by WhitespaceCap) and the rest with xgrammar.",
         "",
     ])
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
-    print(text)
+    write_report(text, args.output)
     return 0
 
 

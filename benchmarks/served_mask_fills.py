@@ -30,7 +30,7 @@ import pathlib
 import time
 from typing import Any
 
-from benchmarks.common import DATA, RESULTS_DIR
+from benchmarks.common import DATA, RESULTS_DIR, write_report
 
 RESULTS = RESULTS_DIR / "served_mask_fills.md"
 _METRIC = "specgate_grammar_mask_fill_seconds"
@@ -159,9 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         *(f"- {line}" for line in answers),
         "",
     ])
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
-    print(text)
+    write_report(text, args.output)
     return 0
 
 

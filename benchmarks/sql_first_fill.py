@@ -29,7 +29,7 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks.common import RESULTS_DIR, SHARED, percentile
+from benchmarks.common import RESULTS_DIR, SHARED, percentile, write_report
 from benchmarks.mask_cost import sql_cases
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -114,9 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{percentile(values, 0.99):.0f} | {sum(values) / len(values):.0f} | "
                          f"{ratios[len(ratios) // 2]:.3f} | {result['reads'][name]:,} |")
     text = "\n".join(lines) + "\n"
-    print(text)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
+    write_report(text, args.output)
     return 0
 
 
