@@ -1,6 +1,6 @@
 """Per-app runtime state: settings, the engine (bound once in the lifespan), metrics, the
-heap freezer (gateway.gc_heap), and the model ids this server answers to. Routers read it with `get_state(request)`, which
-answers 503 (with Retry-After) until the engine is bound, while the server drains for
+heap freezer (gateway.gc_heap), and the model ids this server answers to. Routers read it
+with `get_state(request)`, which answers 503 (with Retry-After) until the engine is bound, while the server drains for
 shutdown, and once the engine is dead or shut down.
 Knows nothing about request handling."""
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -75,7 +76,7 @@ class CompiledGrammar:
     _compiler: GrammarCompiler = field(repr=False)
     from_disk: bool = False  # loaded from the DiskGrammarCache, not compiled
 
-    @property
+    @functools.cached_property
     def family(self) -> str:
         """What metrics and benchmarks group this grammar's costs by: the spec's kind, with
         schema-aware SQL (a `schema` given, so the identifier-scope layer runs) as `sql_schema`."""
