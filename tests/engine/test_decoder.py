@@ -123,6 +123,11 @@ class _DeadEndMatcher:
 
     num_accepted = 0
 
+    def __init__(self) -> None:
+        from grammars import FillTimes
+
+        self.fill_times, self.fill_masks_times = FillTimes(), FillTimes()
+
     def fill_masks(self, bitmask: torch.Tensor, draft_tokens: list[int], start_row: int = 0) -> int:
         bitmask[start_row] = 0
         return 1
@@ -132,6 +137,9 @@ class _DeadEndMatcher:
 
 
 class _DeadEndGrammar:
+    family = "regex"
+    backend = "none"
+
     def matcher(self) -> _DeadEndMatcher:
         return _DeadEndMatcher()
 
