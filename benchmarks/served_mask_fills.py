@@ -76,7 +76,7 @@ def _line(kind: str, reply: Any) -> str:
     return f"{kind}: {choice.finish_reason}, {reply.usage.completion_tokens} tokens: {choice.message.content!r}"[:160]
 
 
-def read_metrics(url: str) -> tuple[dict[tuple[str, str, str], dict[str, float]], str,
+def read_metrics(url: str) -> tuple[dict[tuple[str, ...], dict[str, float]], str,
                                      dict[str, dict[str, float]]]:
     """The served histogram per (grammar, backend, rows) (cumulative counts by `le`, `count`,
     `sum`), the serving CPU as the server reports it (`specgate_cost_model_info`), and the
@@ -84,24 +84,22 @@ def read_metrics(url: str) -> tuple[dict[tuple[str, str, str], dict[str, float]]
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
-    out: dict[tuple[str, str, str], dict[str, float]] = {}
-    pauses: dict[str, dict[str, float]] = {}
-    cpu = "CPU not reported"
-    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text):
-        if family.name == "specgate_cost_model_info" and family.samples:
-            labels = family.samples[0].labels
-            cpu = f"{labels.get('cpu', '?')}, flags {labels.get('flags', '?')}"
-        if family.name == "specgate_gc_pause_seconds":
-            for sample in family.samples:
-                key = sample.labels.get("le") or sample.name.rsplit("_", 1)[-1]
-                pauses.setdefault(sample.labels["generation"], {})[key] = sample.value
-        if family.name != _METRIC:
-            continue
-        for sample in family.samples:
-            labels = sample.labels
-            key = labels.get("le") or sample.name.rsplit("_", 1)[-1]
-            out.setdefault((labels["grammar"], labels["backend"], labels["rows"]), {})[key] = sample.value
-    return out, cpu, pauses
+    families = {family.name: family for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text)}
+    info = families.get("specgate_cost_model_info")
+    labels = info.samples[0].labels if info is not None and info.samples else None
+    cpu = f"{labels.get('cpu', '?')}, flags {labels.get('flags', '?')}" if labels else "CPU not reported"
+    fills = _histograms(families.get(_METRIC), ("grammar", "backend", "rows"))
+    pauses = _histograms(families.get("specgate_gc_pause_seconds"), ("generation",))
+    return fills, cpu, {key[0]: sample for key, sample in pauses.items()}
+
+
+def _histograms(family: Any, label_names: tuple[str, ...]) -> dict[tuple[str, ...], dict[str, float]]:
+    """A histogram family's samples per label values: cumulative counts by `le`, `count`, `sum`."""
+    out: dict[tuple[str, ...], dict[str, float]] = {}
+    for sample in family.samples if family is not None else ():
+        key = sample.labels.get("le") or sample.name.rsplit("_", 1)[-1]
+        out.setdefault(tuple(sample.labels[name] for name in label_names), {})[key] = sample.value
+    return out
 
 
 def pause_table(pauses: dict[str, dict[str, float]]) -> list[str]:
@@ -113,7 +111,7 @@ def pause_table(pauses: dict[str, dict[str, float]]) -> list[str]:
     return rows
 
 
-def table(histogram: dict[tuple[str, str, str], dict[str, float]]) -> list[str]:
+def table(histogram: dict[tuple[str, ...], dict[str, float]]) -> list[str]:
     head = "| grammar | backend | rows | fills | mean µs | " + " | ".join(
         f"≤ {float(bound) * 1e6:g} µs" for bound in _SHOWN) + " |"
     rows = [head, "|" + "---|" * (5 + len(_SHOWN))]

@@ -38,7 +38,7 @@ import threading
 import time
 from typing import Any
 
-from prometheus_client.core import HistogramMetricFamily
+from gateway.histograms import histogram_family
 
 PAUSE_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -98,14 +98,7 @@ class GcPauses:
         return []
 
     def collect(self) -> Any:
-        family = HistogramMetricFamily("specgate_gc_pause_seconds",
-                                       "Garbage collector pauses (the whole process stops), by generation",
-                                       labels=["generation"])
-        for generation in range(3):
-            counts = list(self.counts[generation])
-            cumulative, buckets = 0, []
-            for bound, count in zip((*PAUSE_BUCKETS_S, float("inf")), counts, strict=True):
-                cumulative += count
-                buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(cumulative)))
-            family.add_metric([str(generation)], buckets, self.sums[generation])
-        yield family
+        yield histogram_family(
+            "specgate_gc_pause_seconds", "Garbage collector pauses (the whole process stops), by generation",
+            ["generation"], PAUSE_BUCKETS_S,
+            [([str(generation)], list(self.counts[generation]), self.sums[generation]) for generation in range(3)])

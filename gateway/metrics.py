@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gateway.gc_heap import GcPauses
+from gateway.histograms import histogram_family
 from grammars import FILL_BUCKETS_S, FillTimes
 
 logger = logging.getLogger("specgate.gateway.stats")
@@ -212,19 +213,12 @@ class _MaskFillCollector:
         return []
 
     def collect(self) -> Any:
-        family = HistogramMetricFamily(
+        with self._lock:
+            rows = sorted((label, list(fills.counts), fills.sum_s) for label, fills in self._by_label.items())
+        yield histogram_family(
             "specgate_grammar_mask_fill_seconds",
             "Grammar mask fill time per row, by grammar family, backend and rows (draft / target)",
-            labels=["grammar", "backend", "rows"])
-        with self._lock:
-            merged = {label: (list(fills.counts), fills.sum_s) for label, fills in self._by_label.items()}
-        for label, (counts, sum_s) in sorted(merged.items()):
-            cumulative, buckets = 0, []
-            for bound, count in zip((*FILL_BUCKETS_S, float("inf")), counts, strict=True):
-                cumulative += count
-                buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(cumulative)))
-            family.add_metric(list(label), buckets, sum_s)
-        yield family
+            ["grammar", "backend", "rows"], FILL_BUCKETS_S, rows)
 
 
 def spec_summary(before: _Totals, after: _Totals, *, k: int) -> str | None:
