@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from grammars.matcher import Matcher
+from grammars.sql_punct import punctuation_verdicts
 from grammars.sql_scope import SqlSchema, SqlScope
 from grammars.sql_vocab import BIG_KINDS, SqlVocab, opaque_shape, pack_ids, reading_shape
 
@@ -156,6 +157,11 @@ class ScopedSqlMatcher(Matcher):
         else:
             table = _SignatureTable(self._keep(state), self._stop_bits,
                                     unspaced=not state.mode and self._blank_keeps(state))
+            accepted, refused = punctuation_verdicts(state)
+            if accepted or refused:
+                spare = ~self._stop_bits  # stop tokens are `keep`'s
+                table.decided |= self.vocab.punct_mask(accepted | refused).view(np.uint32) & spare
+                table.refused |= self.vocab.punct_mask(refused).view(np.uint32) & spare
             while len(self._memo) >= _TABLES:
                 try:
                     del self._memo[next(iter(self._memo))]

@@ -28,6 +28,9 @@ by the mask layer (grammars.sql_scope_matcher), cheap because a SQL grammar allo
   a literal or quoted name, only those can change what SqlScope reads; `blank` the tokens
   that are whitespace only and `ops` those made of whitespace and operator characters
   (=<>!+-/%|&~^, at least one): each class reads like one representative (" ", " =").
+- `punct_kind[i]` is token i's punctuation kind (grammars.sql_punct; -1: none, also for the
+  classes above); `punct_mask(kinds)` the int32 word mask [W] of the tokens of those kinds
+  (cached like `allowed`).
 - `pack_ids(ids, words)` is the int32 word mask [words] of a list of token ids.
 - `text[i]` is token i's text ("" past the decoded vocabulary); `shape[i]` = `reading_shape`:
   two tokens with one shape read the same to SqlScope from any state outside a literal;
@@ -46,6 +49,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+
+from grammars.sql_punct import KINDS, punctuation_kind
 
 BIG_KINDS = ("", " ", ".", "(", "=", ",")  # the kinds with a whole-vocabulary mask
 _PIECE = re.compile(r"([^A-Za-z0-9_$]*)([A-Za-z0-9_$]+)\Z")
@@ -198,6 +203,9 @@ class SqlVocab:
         self.blank = pack_ids(np.asarray(blank, dtype=np.int64), words)
         self.ops = pack_ids(np.asarray(ops, dtype=np.int64), words)
         self.classed = self.any_piece | self.blank | self.ops
+        self.punct_kind = np.asarray([punctuation_kind(text) for text in self.text], dtype=np.int8)  # [V]
+        self.punct_kind[np.unpackbits(self.classed.view(np.uint8), bitorder="little")[:vocab_size].view(bool)] = -1
+        self._punct_ids = [np.flatnonzero(self.punct_kind == kind) for kind in range(KINDS)]
         shape_ids: dict[str, int] = {}
         self.shape_id = np.asarray([shape_ids.setdefault(shape, len(shape_ids)) for shape in self.shape],
                                    dtype=np.int64)  # [V] id of the token's reading shape
@@ -275,6 +283,16 @@ class SqlVocab:
             if len(self._prefixes) >= _PREFIXES:
                 self._prefixes.clear()
             self._prefixes[(kind, rest)] = hit
+        return hit
+
+    def punct_mask(self, kinds: frozenset[int]) -> npt.NDArray[np.int32]:
+        """The tokens whose punctuation kind is one of `kinds`."""
+        key = ("punct", kinds)
+        hit = self._hit(key)
+        if hit is None:
+            ids = [self._punct_ids[kind] for kind in kinds]
+            hit = pack_ids(np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64), self.num_words)
+            self._store(key, hit)
         return hit
 
     def allowed(self, kind: str, typed: str, words: frozenset[str]) -> npt.NDArray[np.int32]:
