@@ -90,6 +90,7 @@ def punctuation_verdicts(scope: SqlScope) -> tuple[frozenset[int], frozenset[int
         return frozenset(), frozenset()
     accepted: set[int] = set()
     refused: set[int] = set()
+    leads: tuple[int, ...]
     if scope.word:  # the first character ends the word: as a qualifier when it is "."
         settled = scope.copy()
         leads = (LEAD_OTHER, LEAD_DOT, LEAD_STAR, LEAD_SEMI)
