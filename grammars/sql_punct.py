@@ -32,7 +32,7 @@ Knows nothing of tokens ids, masks or grammars.
 
 from __future__ import annotations
 
-from grammars.sql_scope import IDENT_CHARS, SqlScope
+from grammars.sql_scope import IDENT_CHARS, KEYWORDS, SqlScope
 
 COMMA, RPAREN, CLOSER = 1, 2, 4  # flags: where a reading from a settled state can refuse
 LEAD_OTHER, LEAD_DOT0, LEAD_DOT, LEAD_STAR, LEAD_SEMI = range(5)
@@ -43,18 +43,45 @@ _FROM_NAME_SLOTS = frozenset(("table", "after_table", "after_as", "after_sub")) 
 
 def punctuation_kind(text: str) -> int:
     """`lead * 8 + flags` of a punctuation text, -1 for any other (see the module docstring)."""
+    return _scan(text)[0]
+
+
+def closed_name(text: str) -> str | None:
+    """The one quoted name a punctuation text closes, lower-cased (None: none or several)."""
+    kind, names = _scan(text)
+    return names[0] if kind >= 0 and len(names) == 1 else None
+
+
+def known_names(scope: SqlScope) -> set[str]:
+    """The names SqlScope can tell apart at `scope`: keywords, the schema's tables, columns
+    and functions, and every name the query has bound, required or aliased so far. A name
+    outside them is *fresh*: a punctuation text closing one fresh quoted name reads as the
+    same text closing any other (SqlScope compares names only against these)."""
+    schema = scope.schema
+    names = set(KEYWORDS) | schema.tables | schema.all_columns | schema.functions
+    for inner in scope.scopes:
+        names |= inner.bound.keys() | inner.refs.keys() | inner.aliases | inner.bare
+        if inner.table is not None:
+            names.add(inner.table)
+    return names
+
+
+def _scan(text: str) -> tuple[int, list[str]]:
+    """(kind, the quoted names the text closes, lower-cased)."""
     stripped = text.lstrip()
     if not stripped:
-        return -1
+        return -1, []
     if stripped.rstrip() == ";":
-        return LEAD_SEMI * 8
+        return LEAD_SEMI * 8, []
     flags = 0
     mode = ""  # "'" | a quoted name's closer | ""
     depth = 0  # brackets the text opened and has not closed
     closed = False  # a quoted name closed at the previous character
+    names: list[str] = []
+    name: list[str] = []
     for ch in text:
         if closed and ch == ".":
-            return -1
+            return -1, []
         closed = False
         if mode == "'":
             mode = "" if ch == "'" else mode
@@ -63,13 +90,16 @@ def punctuation_kind(text: str) -> int:
             if ch == mode:
                 mode, closed = "", True
                 flags |= CLOSER
+                names.append("".join(name).lower())
+            else:
+                name.append(ch)
             continue
         if ch in IDENT_CHARS or ch == ";":
-            return -1
+            return -1, []
         if ch == "'":
             mode = "'"
         elif ch in _QUOTED:
-            mode = _QUOTED[ch]
+            mode, name = _QUOTED[ch], []
         elif ch == "(":
             depth += 1
         elif ch == ")":
@@ -81,7 +111,7 @@ def punctuation_kind(text: str) -> int:
             flags |= COMMA
     lead = (LEAD_DOT0 if text[0] == "." else LEAD_DOT if stripped[0] == "." else
             LEAD_STAR if stripped[0] == "*" else LEAD_OTHER)
-    return lead * 8 + flags
+    return lead * 8 + flags, names
 
 
 def punctuation_verdicts(scope: SqlScope) -> tuple[frozenset[int], frozenset[int]]:

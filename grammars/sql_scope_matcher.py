@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from grammars.matcher import Matcher
-from grammars.sql_punct import punctuation_verdicts
+from grammars.sql_punct import known_names, punctuation_verdicts
 from grammars.sql_scope import SqlSchema, SqlScope
 from grammars.sql_vocab import BIG_KINDS, SqlVocab, opaque_shape, pack_ids, reading_shape
 
@@ -250,7 +250,8 @@ class ScopedSqlMatcher(Matcher):
             reads += self._read_keys(ids, opaque, state, table, decided, refused)
             if table.touched:  # tokens whose opaque reading consulted a quoted name's text
                 ids = ids[np.isin(opaque.key[ids], list(table.touched))]
-                reads += self._read_keys(ids, shape, state, None, decided, refused)
+                ids, fresh_reads = self._read_fresh(ids, opaque, state, decided, refused)
+                reads += fresh_reads + self._read_keys(ids, shape, state, None, decided, refused)
         self.stats["checked"] += reads
         if decided:
             table.record(np.concatenate(decided), np.concatenate(refused) if refused else None)
@@ -279,6 +280,27 @@ class ScopedSqlMatcher(Matcher):
         refused.append(members := group.members(disallowed))
         decided.extend((group.members(allowed), members))
         return reads
+
+    def _read_fresh(self, ids: np.ndarray[Any, Any], group: _KeyGroups, state: SqlScope,
+                    decided: list[np.ndarray[Any, Any]], refused: list[np.ndarray[Any, Any]],
+                    ) -> tuple[np.ndarray[Any, Any], int]:
+        """Of `ids` [n], the punctuation tokens closing one fresh quoted name
+        (grammars.sql_punct.known_names): read one per key of `group` (opaque: the name's
+        text dropped) and append the verdict for those with that key to `decided` /
+        `refused`. Returns the other ids and the number of readings."""
+        names = self.vocab.name_of[ids]
+        if not (names >= 0).any():
+            return ids, 0
+        known = [i for name in known_names(state) if (i := self.vocab.names.get(name)) is not None]
+        fresh = (names >= 0) & ~np.isin(names, known)
+        fresh_ids = ids[fresh]
+        keys = group.key[fresh_ids]
+        unique, first = np.unique(keys, return_index=True)
+        disallowed = [key for key, token_id in zip(unique.tolist(), fresh_ids[first].tolist(), strict=True)
+                      if not self._probe(state, token_id)[1]]
+        decided.append(fresh_ids)
+        refused.append(fresh_ids[np.isin(keys, disallowed)])
+        return ids[~fresh], len(unique)
 
     def _blank_keeps(self, state: SqlScope) -> bool:
         """Whether reading " " here succeeds and leaves the signature unchanged."""

@@ -30,7 +30,8 @@ by the mask layer (grammars.sql_scope_matcher), cheap because a SQL grammar allo
   (=<>!+-/%|&~^, at least one): each class reads like one representative (" ", " =").
 - `punct_kind[i]` is token i's punctuation kind (grammars.sql_punct; -1: none, also for the
   classes above); `punct_mask(kinds)` the int32 word mask [W] of the tokens of those kinds
-  (cached like `allowed`).
+  (cached like `allowed`); `name_of[i]` the id in `names` of the one quoted name punctuation
+  token i closes (-1: none or several; grammars.sql_punct.closed_name).
 - `pack_ids(ids, words)` is the int32 word mask [words] of a list of token ids.
 - `text[i]` is token i's text ("" past the decoded vocabulary); `shape[i]` = `reading_shape`:
   two tokens with one shape read the same to SqlScope from any state outside a literal;
@@ -50,7 +51,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from grammars.sql_punct import KINDS, punctuation_kind
+from grammars.sql_punct import KINDS, closed_name, punctuation_kind
 
 BIG_KINDS = ("", " ", ".", "(", "=", ",")  # the kinds with a whole-vocabulary mask
 _PIECE = re.compile(r"([^A-Za-z0-9_$]*)([A-Za-z0-9_$]+)\Z")
@@ -206,6 +207,12 @@ class SqlVocab:
         self.punct_kind = np.asarray([punctuation_kind(text) for text in self.text], dtype=np.int8)  # [V]
         self.punct_kind[np.unpackbits(self.classed.view(np.uint8), bitorder="little")[:vocab_size].view(bool)] = -1
         self._punct_ids = [np.flatnonzero(self.punct_kind == kind) for kind in range(KINDS)]
+        self.names: dict[str, int] = {}  # quoted name -> id
+        self.name_of = np.full(vocab_size, -1, dtype=np.int32)  # [V] id of the one name a punctuation token closes
+        for token_id in np.flatnonzero(self.punct_kind >= 0).tolist():
+            name = closed_name(self.text[token_id])
+            if name is not None:
+                self.name_of[token_id] = self.names.setdefault(name, len(self.names))
         shape_ids: dict[str, int] = {}
         self.shape_id = np.asarray([shape_ids.setdefault(shape, len(shape_ids)) for shape in self.shape],
                                    dtype=np.int64)  # [V] id of the token's reading shape

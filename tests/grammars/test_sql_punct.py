@@ -21,6 +21,7 @@ from grammars.sql_punct import (
     LEAD_SEMI,
     LEAD_STAR,
     RPAREN,
+    known_names,
     punctuation_kind,
     punctuation_verdicts,
 )
@@ -147,3 +148,49 @@ def test_nothing_is_decided_inside_a_literal_or_after_the_end() -> None:
     for text in ("SELECT name FROM singer WHERE name = 'x", ";"):
         assert scope.feed(text)
         assert punctuation_verdicts(scope) == (frozenset(), frozenset())
+
+
+@pytest.mark.parametrize("prefix", [
+    "SELECT name FROM singer AS",  # an alias slot
+    "SELECT name FROM singer",  # after a table: an alias or what ends the item
+    "SELECT T1.Name FROM singer AS T1 JOIN concert AS",
+    'SELECT "_".Year FROM stadium AS',  # "_" is required to have Year: not fresh
+    'SELECT T1.Name FROM singer AS "T1" JOIN concert AS',  # "t1" bound: not fresh
+])
+def test_mask_reads_one_text_for_all_closing_a_fresh_name(xgr_compiler: Any, prefix: str, monkeypatch: Any) -> None:
+    # a punctuation token closing one quoted name no rule compares (sql_punct.known_names)
+    # reads like any other closing a fresh name with its opaque shape: one reading per shape;
+    # the mask still equals the token-by-token reading, names the query uses included
+    from grammars import sql_scope_matcher
+    from tests.grammars.test_sql_scope import _mask_vs_reading
+
+    decided_fresh = []
+    read_fresh = sql_scope_matcher.ScopedSqlMatcher._read_fresh
+
+    def spy(self: Any, ids: Any, *args: Any) -> Any:
+        rest, reads = read_fresh(self, ids, *args)
+        decided_fresh.append(len(ids) - len(rest))
+        return rest, reads
+
+    monkeypatch.setattr(sql_scope_matcher.ScopedSqlMatcher, "_read_fresh", spy)
+    matcher = _compiled(xgr_compiler, "concert_singer").matcher()
+    matcher.forget()
+    assert all(matcher.accept_token(t) for t in xgr_compiler.encode(prefix))
+    assert _mask_vs_reading(matcher, xgr_compiler.allocate_bitmask(2), xgr_compiler.vocab_size) == []
+    assert sum(decided_fresh) > 10
+
+
+def test_known_names_hold_the_names_a_reading_tells_apart() -> None:
+    scope = SqlScope(SqlSchema(_tables("concert_singer"), FUNCTIONS))
+    assert scope.feed("SELECT T1.Year FROM stadium AS")  # an alias slot; T1 must have Year
+    known = known_names(scope)
+
+    def reads(name: str) -> bool:
+        probe = scope.copy()
+        return probe.feed(f' "{name}"') and probe.viable()
+
+    for name in ("select", "t1"):  # a keyword; a qualifier whose columns stadium lacks
+        assert name in known and not reads(name)
+    for name in ("zz", "", "-"):
+        assert name not in known and reads(name)
+    assert {"stadium", "capacity", "count"} <= known  # a table, a column, a function
