@@ -53,6 +53,7 @@ from grammars.sql_punct import known_names, punctuation_verdicts
 from grammars.sql_scope import SqlSchema, SqlScope
 from grammars.sql_vocab import BIG_KINDS, SqlVocab, opaque_shape, pack_ids, reading_shape
 
+_KEEPS = 512  # distinct `keep` rows a vocabulary keeps (~19 KB each on Qwen2.5)
 _TABLES = 256  # signature tables a compiled grammar keeps (~57 KB each on a 152k vocabulary)
 _CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]"}  # literal mode -> the character that closes it
 
@@ -85,9 +86,9 @@ class ScopedSqlMatcher(Matcher):
         self._signatures: list[_Signature | None] = [None]
         self._memo = schema.memo  # signature -> _SignatureTable, shared by the grammar's matchers
         self.stats = {"fills": 0, "checked": 0, "memo_hits": 0}
-        self._none = np.zeros(vocab.num_words, dtype=np.int32)
         self._stop_bits = _bits(np.asarray(sorted(self._stop_set), dtype=np.int64), vocab.num_words)
         self._index = _rest_index(vocab)
+        self._none = self._index.none  # one per vocabulary: `_keep`'s memo keys on it
 
     # -- the scope reader on one token ------------------------------------------------------
     def _reads(self, state: SqlScope, token_id: int) -> SqlScope | None:
@@ -175,31 +176,41 @@ class ScopedSqlMatcher(Matcher):
     def _keep(self, state: SqlScope) -> np.ndarray[Any, Any]:
         """[W] int32 mask of what the scope allows among the classes decided whole: word
         pieces of the big kinds (precomputed groups), blanks and operators (each reads like
-        one representative outside a literal), stop tokens (can_end)."""
+        one representative outside a literal), stop tokens (can_end). Made once per distinct
+        set of inputs (the vocabulary's cached masks, the blank / operator / end verdicts):
+        many signatures share them."""
         vocab = self.vocab
-        keep = np.full(vocab.num_words, -1, dtype=np.int32)
+        masks: list[np.ndarray[Any, Any] | None] = []  # per big kind: its pieces' mask, None: all allowed
         for kind in BIG_KINDS:
             if kind == "":
                 typed = state.word
-                if typed and typed[0].isdigit():
-                    continue
-                allowed = state.word_set_at_start if typed else state.word_set()
-                if allowed is not None:
-                    keep &= ~vocab.pieces[kind] | vocab.allowed(kind, typed.lower(), allowed)
-                    continue
-                block = state.word_block_at_start if typed else state.word_block()
-                if block is not None:  # the glued-alias rule (grammars.sql_glue): co-finite
-                    keep &= ~vocab.pieces[kind] | vocab.allowed_except(kind, typed.lower(), *block)
-                continue
-            mask = self._piece_mask(state, kind)
+                allowed = block = None
+                if not (typed and typed[0].isdigit()):
+                    allowed = state.word_set_at_start if typed else state.word_set()
+                    if allowed is None:
+                        block = state.word_block_at_start if typed else state.word_block()
+                masks.append(vocab.allowed(kind, typed.lower(), allowed) if allowed is not None else
+                             vocab.allowed_except(kind, typed.lower(), *block) if block is not None else None)
+            else:
+                masks.append(self._piece_mask(state, kind))
+        outside = not state.mode
+        verdicts = (outside and not state.copy().feed(" "), outside and not state.copy().feed(" ="),
+                    not state.can_end())  # blanks, operators, stop tokens refused
+        key = (*(0 if mask is None else id(mask) for mask in masks), *verdicts)
+        keeps = self._index.keeps
+        hit = keeps.get(key)
+        if hit is not None:
+            return hit[0]
+        keep = np.full(vocab.num_words, -1, dtype=np.int32)
+        for kind, mask in zip(BIG_KINDS, masks, strict=True):
             if mask is not None:
                 keep &= ~vocab.pieces[kind] | mask
-        if not state.mode:
-            for cls, text in ((vocab.blank, " "), (vocab.ops, " =")):
-                if not state.copy().feed(text):
-                    keep &= ~cls
-        if not state.can_end():
-            keep &= ~self._stop_bits.view(np.int32)
+        for refused, cls in zip(verdicts, (vocab.blank, vocab.ops, self._stop_bits.view(np.int32)), strict=True):
+            if refused:
+                keep &= ~cls
+        if len(keeps) >= _KEEPS:
+            keeps.clear()
+        keeps[key] = (keep, masks)  # the masks held: ids in a live key are never reused
         return keep
 
     def _piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
@@ -377,6 +388,9 @@ class _RestIndex:
     literal: dict[str, _KeyGroups]
     # reading keys: opaque shape, shape, and both less a leading " " (keys of one map apart)
     groups: tuple[_KeyGroups, _KeyGroups, _KeyGroups, _KeyGroups]
+    # ScopedSqlMatcher._keep's rows by their inputs' key (with those inputs, kept alive)
+    keeps: dict[tuple[object, ...], tuple[np.ndarray[Any, Any], list[Any]]]
+    none: np.ndarray[Any, Any]  # [W] int32 zeros: no piece of a kind allowed
 
 
 _INDEXES: weakref.WeakKeyDictionary[SqlVocab, _RestIndex] = weakref.WeakKeyDictionary()
@@ -409,7 +423,8 @@ def _rest_index(vocab: SqlVocab) -> _RestIndex:
                        for keys in (opaque, vocab.shape_id, opaque_unspaced, unspaced))
         literal = {mode: _KeyGroups.of(_after_closer_keys(vocab, closer)) for mode, closer in _CLOSERS.items()}
         index = _INDEXES[vocab] = _RestIndex(small_ids, small, members, (~vocab.classed).view(np.uint32),
-                                             closing, literal, groups)  # type: ignore[arg-type]
+                                             closing, literal, groups, {},  # type: ignore[arg-type]
+                                             np.zeros(vocab.num_words, dtype=np.int32))
     return index
 
 

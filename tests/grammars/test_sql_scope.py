@@ -257,7 +257,7 @@ def test_recorded_verdicts_equal_readings_beyond_the_filled_mask(xgr_compiler: A
     assert recorded > 1000 and beyond > 100  # verdicts checked past what the grammar allowed
 
 
-def test_signature_tables_are_bounded_and_evicting_one_changes_no_mask(xgr_compiler: Any,
+def test_signature_tables_and_keep_rows_are_bounded_and_evicting_one_changes_no_mask(xgr_compiler: Any,
                                                                       monkeypatch: Any) -> None:
     import grammars.sql_scope_matcher as scope_matcher
 
@@ -273,6 +273,7 @@ def test_signature_tables_are_bounded_and_evicting_one_changes_no_mask(xgr_compi
             matcher.fill_mask(bitmask, 0)
             masks.append(bitmask[0].clone())
             assert len(matcher._memo) <= scope_matcher._TABLES
+            assert len(matcher._index.keeps) <= scope_matcher._KEEPS
             matcher.accept_token(token)
         return masks
 
@@ -280,6 +281,7 @@ def test_signature_tables_are_bounded_and_evicting_one_changes_no_mask(xgr_compi
     unbounded = walk()
     compiled.matcher().forget()
     monkeypatch.setattr(scope_matcher, "_TABLES", 3)
+    monkeypatch.setattr(scope_matcher, "_KEEPS", 2)  # `keep` rows shared by inputs: dropped and made again
     assert all(torch.equal(a, b) for a, b in zip(walk(), unbounded, strict=True))
     assert all(torch.equal(a, b) for a, b in zip(walk(), unbounded, strict=True))  # a second walk: evicted tables
 
