@@ -16,18 +16,24 @@ Contract:
   starts (`LEAD_DOT0`: with `.`; `LEAD_DOT` / `LEAD_STAR`: whitespace then `.` / `*`;
   `LEAD_SEMI`: a lone `;`; else `LEAD_OTHER`); `flags`: the characters at which a reading
   from a state with no word, qualifier or quoted name pending can refuse: `COMMA` (a `,`
-  not inside a bracket the text opened), `RPAREN` (a `)` closing a bracket opened before the
-  text), `CLOSER` (a quoted name closing).
+  not inside a bracket the text opened: in FROM it binds the item before it, which may be
+  refused; the first such `,` decides, those after it cannot refuse), `RPAREN` (a `)`
+  closing a bracket opened before the text: a subquery's ends its FROM), `CLOSER` (a
+  quoted name closing: in FROM's name slots its text is read).
 - `punctuation_verdicts(scope)` is (kinds all accepted, kinds all refused) at `scope`: a
   token of an accepted kind is one `SqlScope.feed(text) and viable()` accepts, of a refused
   kind one it refuses; kinds in neither are not decided here. From a state whose word,
   qualifier or pending quoted name the first character settles, the state after that
   character (read once) stands for all. Nothing is decided inside a literal or after `;`.
+- `closed_name(text)` is the one quoted name a punctuation text closes; `known_names(scope)`
+  the names SqlScope can tell apart there. Texts that close one name outside them (a fresh
+  name) and are alike but for it read alike: the mask layer reads one of them for all.
 
 Invariant: this mirrors SqlScope._char/_punct (which characters can fail, and when);
 tests/grammars/test_sql_punct.py compares every kind's verdict with token-by-token
-readings at every position of gold queries and of states built to hit each rule.
-Knows nothing of tokens ids, masks or grammars.
+readings at every position of gold queries and of states built to hit each rule, and the
+mask with fresh names against token-by-token readings in FROM's alias slots.
+Knows nothing of token ids, masks or grammars.
 """
 
 from __future__ import annotations

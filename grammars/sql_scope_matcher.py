@@ -10,19 +10,21 @@ Contract (the Matcher contract of grammars.matcher, plus):
   function of the signature; the tables are shared by the grammar's matchers, the
   `_TABLES` most recently used kept): word pieces (grammars.sql_vocab: ~84k tokens that
   are at most one separator and one identifier run) of the big kinds, blanks, operators and
-  stop tokens are decided whole when the table is made (precomputed groups, never a vocabulary loop; where
-  any identifier but a glued alias may come, grammars.sql_glue, a co-finite mask);
-  punctuation tokens (grammars.sql_punct: no identifier, ~56k on Qwen2.5, most of them
-  non-ASCII text) are decided per kind where the state settles their verdict (a few
-  whole-row operations); every other token the grammar allows and the table has no verdict for is read then, once per
-  reading key, and the verdict recorded for every token of the vocabulary with that key:
+  stop tokens are decided whole when the table is made (precomputed groups, never a
+  vocabulary loop; where any identifier but a glued alias may come, grammars.sql_glue, a
+  co-finite mask; the row made once per distinct inputs, `_KEEPS` kept); punctuation
+  tokens (grammars.sql_punct: no identifier, ~56k on Qwen2.5, most of them non-ASCII text)
+  are decided per kind where the state settles their verdict (a few whole-row operations);
+  every other token the grammar allows and the table has no verdict for is read then, once
+  per reading key, and the verdict recorded for every token of the vocabulary with that key:
   per small piece kind (~75 kinds, ~740 tokens), per opaque shape (sql_vocab.opaque_shape:
   a reading shape less the text of its quoted names), per reading shape for tokens whose
   reading consults that text (SqlScope.touched: FROM's alias slots; but a punctuation
   token closing one fresh quoted name, sql_punct.known_names, per opaque shape still),
-  either shape less a leading blank where reading a blank leaves the signature unchanged; inside a literal (only tokens holding its
-  closer are read), per reading shape of the text after the first closer (the text before it
-  only extends the literal), per token where that reading consults a closed name's text
+  either shape less a leading blank where reading a blank leaves the signature unchanged;
+  inside a literal (only tokens holding its closer are read), per reading shape of the text
+  after the first closer (the text before it only extends the literal), per token where
+  that reading consults a closed name's text
   (SqlScope.touched). A fill whose
   tokens all have verdicts is a few whole-row operations. A token is allowed iff
   `accept_token` would accept it.
