@@ -25,7 +25,7 @@ Contract:
   kind one it refuses; kinds in neither are not decided here. From a state whose word,
   qualifier or pending quoted name the first character settles, the state after that
   character (read once) stands for all. Nothing is decided inside a literal or after `;`.
-- `closed_name(text)` is the one quoted name a punctuation text closes; `known_names(scope)`
+- `punctuation(text)` is the kind with the quoted names the text closes; `known_names(scope)`
   the names SqlScope can tell apart there. Texts that close one name outside them (a fresh
   name) and are alike but for it read alike: the mask layer reads one of them for all.
 
@@ -49,13 +49,7 @@ _FROM_NAME_SLOTS = frozenset(("table", "after_table", "after_as", "after_sub")) 
 
 def punctuation_kind(text: str) -> int:
     """`lead * 8 + flags` of a punctuation text, -1 for any other (see the module docstring)."""
-    return _scan(text)[0]
-
-
-def closed_name(text: str) -> str | None:
-    """The one quoted name a punctuation text closes, lower-cased (None: none or several)."""
-    kind, names = _scan(text)
-    return names[0] if kind >= 0 and len(names) == 1 else None
+    return punctuation(text)[0]
 
 
 def known_names(scope: SqlScope) -> set[str]:
@@ -72,8 +66,9 @@ def known_names(scope: SqlScope) -> set[str]:
     return names
 
 
-def _scan(text: str) -> tuple[int, list[str]]:
-    """(kind, the quoted names the text closes, lower-cased)."""
+def punctuation(text: str) -> tuple[int, list[str]]:
+    """(`punctuation_kind(text)`, the quoted names the text closes, lower-cased; [] when the
+    kind is -1)."""
     stripped = text.lstrip()
     if not stripped:
         return -1, []

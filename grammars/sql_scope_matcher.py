@@ -89,6 +89,7 @@ class ScopedSqlMatcher(Matcher):
         self._memo = schema.memo  # signature -> _SignatureTable, shared by the grammar's matchers
         self.stats = {"fills": 0, "checked": 0, "memo_hits": 0}
         self._stop_bits = _bits(np.asarray(sorted(self._stop_set), dtype=np.int64), vocab.num_words)
+        self._not_stops = ~self._stop_bits  # stop tokens are `keep`'s, never a punctuation verdict's
         self._index = _rest_index(vocab)
         self._none = self._index.none  # one per vocabulary: `_keep`'s memo keys on it
 
@@ -164,9 +165,8 @@ class ScopedSqlMatcher(Matcher):
                                     unspaced=not state.mode and self._blank_keeps(state))
             accepted, refused = punctuation_verdicts(state)
             if accepted or refused:
-                spare = ~self._stop_bits  # stop tokens are `keep`'s
-                table.decided |= self.vocab.punct_mask(accepted | refused).view(np.uint32) & spare
-                table.refused |= self.vocab.punct_mask(refused).view(np.uint32) & spare
+                table.decided |= self.vocab.punct_mask(accepted | refused).view(np.uint32) & self._not_stops
+                table.refused |= self.vocab.punct_mask(refused).view(np.uint32) & self._not_stops
             while len(self._memo) >= _TABLES:
                 try:
                     del self._memo[next(iter(self._memo))]

@@ -31,7 +31,7 @@ by the mask layer (grammars.sql_scope_matcher), cheap because a SQL grammar allo
 - `punct_kind[i]` is token i's punctuation kind (grammars.sql_punct; -1: none, also for the
   classes above); `punct_mask(kinds)` the int32 word mask [W] of the tokens of those kinds
   (cached like `allowed`); `name_of[i]` the id in `names` of the one quoted name punctuation
-  token i closes (-1: none or several; grammars.sql_punct.closed_name).
+  token i closes (-1: none or several; grammars.sql_punct.punctuation).
 - `pack_ids(ids, words)` is the int32 word mask [words] of a list of token ids.
 - `text[i]` is token i's text ("" past the decoded vocabulary); `shape[i]` = `reading_shape`:
   two tokens with one shape read the same to SqlScope from any state outside a literal;
@@ -51,7 +51,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from grammars.sql_punct import KINDS, closed_name, punctuation_kind
+from grammars.sql_punct import KINDS, punctuation
 
 BIG_KINDS = ("", " ", ".", "(", "=", ",")  # the kinds with a whole-vocabulary mask
 _PIECE = re.compile(r"([^A-Za-z0-9_$]*)([A-Za-z0-9_$]+)\Z")
@@ -204,15 +204,16 @@ class SqlVocab:
         self.blank = pack_ids(np.asarray(blank, dtype=np.int64), words)
         self.ops = pack_ids(np.asarray(ops, dtype=np.int64), words)
         self.classed = self.any_piece | self.blank | self.ops
-        self.punct_kind = np.asarray([punctuation_kind(text) for text in self.text], dtype=np.int8)  # [V]
+        scans = [punctuation(text) for text in self.text]  # (kind, closed quoted names) per token
+        self.punct_kind = np.asarray([kind for kind, _ in scans], dtype=np.int8)  # [V]
         self.punct_kind[np.unpackbits(self.classed.view(np.uint8), bitorder="little")[:vocab_size].view(bool)] = -1
         self._punct_ids = [np.flatnonzero(self.punct_kind == kind) for kind in range(KINDS)]
         self.names: dict[str, int] = {}  # quoted name -> id
         self.name_of = np.full(vocab_size, -1, dtype=np.int32)  # [V] id of the one name a punctuation token closes
         for token_id in np.flatnonzero(self.punct_kind >= 0).tolist():
-            name = closed_name(self.text[token_id])
-            if name is not None:
-                self.name_of[token_id] = self.names.setdefault(name, len(self.names))
+            names = scans[token_id][1]
+            if len(names) == 1:
+                self.name_of[token_id] = self.names.setdefault(names[0], len(self.names))
         shape_ids: dict[str, int] = {}
         self.shape_id = np.asarray([shape_ids.setdefault(shape, len(shape_ids)) for shape in self.shape],
                                    dtype=np.int64)  # [V] id of the token's reading shape
