@@ -17,10 +17,14 @@ the tokens of a valid output and times, at every position:
 - in a separate walk, the rows as the torch engine fills them at batch 1 (engine.decoder):
   each step the drafter fills one row per draft position (`fill_mask`, advancing through
   its drafts, then rolling back), then the verify rows (K+1: the same positions and the one
-  after the last draft), every draft accepted (drafts = the next K tokens of the output).
+  after the last draft), every draft accepted (drafts = the next K tokens of the output),
+  then the bonus token.
   Reported per row, drafter rows apart from verify rows, as the gateway's
   `specgate_grammar_mask_fill_seconds{rows="draft"|"target"}` counts them. A drafter row is
-  often a state's first fill; a verify row mostly finds what the drafter's row built.
+  often a state's first fill; the verify rows at the drafted positions are the drafter's
+  rows reused (grammars.row_memo), so only the row after the last draft is filled: the
+  table gives the verify rows as the engine waits for them and the filled ones apart.
+  Elsewhere the rows kept for reuse are dropped before each timed call (backend fills).
 Published bars for comparison: llguidance avg 64 µs / p99 533 µs; XGrammar p50 9 µs.
 `--warm` walks each output once untimed before timing it: the steady state of a schema the
 server has already served (llguidance builds lexer states lazily, per compiled grammar, and
@@ -157,11 +161,13 @@ class Evictor:
 
 
 def engine_walk(matcher: Any, tokens: list[int], bitmask: Any, *, clock: Callable[[], int],
-                evict: Evictor) -> tuple[list[float], list[float]]:
-    """Fill times (ns) of the drafter's rows and of the verify rows, filled as the torch
-    engine does at batch 1 with every draft accepted (see the module docstring)."""
+                evict: Evictor) -> tuple[list[float], list[float], list[float]]:
+    """Fill times (ns) of the drafter's rows, of the verify rows, and of the verify rows the
+    matcher filled (not reused: grammars.row_memo), filled as the torch engine does at
+    batch 1 with every draft accepted (see the module docstring)."""
     draft_ns: list[float] = []
     target_ns: list[float] = []
+    filled_ns: list[float] = []
     index = 0
     while index < len(tokens):
         drafts = tokens[index : index + K]
@@ -174,13 +180,19 @@ def engine_walk(matcher: Any, tokens: list[int], bitmask: Any, *, clock: Callabl
         matcher.rollback(len(drafts))
         evict()  # the target's forward, then the K+1 verify rows
         for row in range(len(drafts) + 1):
+            reused = matcher.fill_times.reused
             start = clock()
             matcher.fill_mask(bitmask, 0)
             target_ns.append(clock() - start)
+            if matcher.fill_times.reused == reused:
+                filled_ns.append(target_ns[-1])
             if row < len(drafts):
                 matcher.accept_token(drafts[row])
         index += len(drafts)
-    return draft_ns, target_ns
+        if index < len(tokens):  # the bonus token, sampled from the last verify row
+            matcher.accept_token(tokens[index])
+            index += 1
+    return draft_ns, target_ns, filled_ns
 
 
 def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
@@ -201,9 +213,12 @@ def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
     cold_ns: list[float] = []  # schema-aware SQL: fill only, the scope layer's tables cleared first
     draft_ns: list[float] = []  # the engine walk: the drafter's rows
     target_ns: list[float] = []  # the engine walk: the verify rows
+    filled_ns: list[float] = []  # the engine walk: the verify rows filled (the rest reused)
+    engine_ns = {True: 0.0, False: 0.0}  # the engine walk's mask time, with / without row reuse
+    engine_tokens = 0
     skipped = 0
     bitmask = compiler.allocate_bitmask(K + 1)
-    for body, text in cases:
+    for case_index, (body, text) in enumerate(cases):
         try:
             compiled = compiler.compile(spec_from_request(body))
         except GrammarError:
@@ -241,24 +256,37 @@ def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
                 inner.fill_mask(bitmask, 0)
                 inner_ns.append(clock() - start)
             evict()
+            matcher.forget_rows()  # time the backend's fill, not a copy of the last fill_masks' row
             start = clock()
             matcher.fill_mask(bitmask, 0)
             fill_ns.append(clock() - start)
             drafts = tokens[index : index + K]
             evict()
+            matcher.forget_rows()
             start = clock()
             matcher.fill_masks(bitmask, drafts)
             multi_ns.append(clock() - start)
             matcher.accept_token(token)
-        if not warm:  # the engine walk on a fresh grammar: no lexer states, no scope tables
-            compiler.clear_cache()
-            compiled = compiler.compile(compiled.spec)
-        drafted, verified = engine_walk(compiled.matcher(), tokens, bitmask, clock=clock, evict=evict)
-        draft_ns += drafted
-        target_ns += verified
+        # the engine walk, with the matcher's row reuse and without it (alternating which
+        # goes first), each on a fresh grammar: no lexer states, no scope tables
+        for reuse in (True, False) if case_index % 2 == 0 else (False, True):
+            if not warm:
+                compiler.clear_cache()
+                compiled = compiler.compile(compiled.spec)
+            walker = compiled.matcher()
+            if not reuse:
+                walker.keep_no_rows()
+            drafted, verified, filled = engine_walk(walker, tokens, bitmask, clock=clock, evict=evict)
+            engine_ns[reuse] += sum(drafted) + sum(verified)
+            if reuse:
+                draft_ns += drafted
+                target_ns += verified
+                filled_ns += filled
+        engine_tokens += len(tokens)
     return {"cases": len(cases) - skipped, "skipped": skipped, "fill": fill_ns,
             "multi": multi_ns, "inner": inner_ns, "cold": cold_ns, "draft": draft_ns,
-            "target": target_ns}
+            "target": target_ns, "target_filled": filled_ns, "engine_tokens": engine_tokens,
+            "engine_ns_reuse": engine_ns[True], "engine_ns_plain": engine_ns[False]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                 "SQL, schema-aware (Spider)": ("sql", sql_cases(limit)),
                 "tool call (BFCL, required)": ("tools", tool_cases(limit))}
     rows = []
+    per_token = []  # the engine walk's mask time per output token, with / without row reuse
     for family, (kind, cases) in families.items():
         if args.family and kind not in args.family:
             continue
@@ -322,7 +351,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"| {family}, each position filled first (scope tables cleared, no fill_masks) | "
                     f"{name} | {stats['cases']} | {len(cold)} | {percentile(cold, 0.5) / 1e3:.1f} | "
                     f"{percentile(cold, 0.99) / 1e3:.1f} | {sum(cold) / len(cold) / 1e3:.1f} | — | — |")
-            for rows_name, times in (("drafter rows", stats["draft"]), ("verify rows", stats["target"])):
+            if stats["engine_tokens"]:
+                reuse, plain = (stats[f"engine_ns_{name}"] / stats["engine_tokens"] / 1e3
+                                for name in ("reuse", "plain"))
+                per_token.append(f"- {family}, {name}: {reuse:.1f} µs with row reuse, {plain:.1f} µs "
+                                 f"without ({reuse / plain:.2f}x)")
+            verify = stats["target"]
+            reused = len(verify) - len(stats["target_filled"])
+            for rows_name, times in (("drafter rows", stats["draft"]),
+                                     (f"verify rows ({reused} of {len(verify)} reused)", verify),
+                                     ("verify rows filled (not reused)", stats["target_filled"])):
                 rows.append(
                     f"| {family}, as the engine fills: {rows_name} | {name} | {stats['cases']} | "
                     f"{len(times)} | {percentile(times, 0.5) / 1e3:.1f} | "
@@ -359,7 +397,16 @@ def main(argv: list[str] | None = None) -> int:
         f"`as the engine fills`: a separate walk on a freshly compiled grammar, rows filled as the "
         f"torch engine fills them at batch 1 with K={K} and every draft accepted: the drafter's "
         "row at each draft position, then the K+1 verify rows; the gateway's "
-        "`specgate_grammar_mask_fill_seconds{rows=\"draft\"|\"target\"}` in serving.",
+        "`specgate_grammar_mask_fill_seconds{rows=\"draft\"|\"target\"}` in serving. "
+        "A verify row at a position the drafter filled is that row reused "
+        "(grammars.row_memo: a copy, no fill); the `fill` and `fill_masks` columns of the "
+        "other rows time backend fills (the rows kept for reuse are dropped before each).",
+        "",
+        "Mask time per output token as the engine fills (drafter and verify rows, the same "
+        "walk twice per grammar, on a fresh grammar each time, alternating which goes first):",
+        "",
+        *per_token,
+        "",
         "JSON whitespace is bounded by xgrammar's `{0,16}` repetition (max_whitespace); with "
         "xgrammar's unbounded default the JSON fill p50 is ~4x lower (measured 66 -> 14 µs on "
         "16 schemas); the specgate wrapper adds ~2 µs per fill. `auto` compiles JSON schemas "

@@ -5,7 +5,9 @@ grammar step (compile time, cache hit/miss). `specgate_grammar_mask_fill_seconds
 backend, rows}` is a histogram of every mask row filled (`rows`: "draft", the drafter's, or
 "target", the verify rows) for the finished requests whose engine timed them (the torch
 engine; grammars.fill_times, bounds at 500 µs and 1 ms): a grammar's mask cost on the CPU
-actually serving, not a benchmark's. `specgate_gc_pause_seconds{generation}` times the
+actually serving, not a benchmark's; `specgate_grammar_mask_rows_reused_total` (same labels)
+counts the rows a matcher copied from one filled before at the same history (grammars.row_memo:
+the verify rows at the drafter's positions), which are not in that histogram. `specgate_gc_pause_seconds{generation}` times the
 garbage collector's pauses (gateway.gc_heap). The torch engine's prefix cache
 (`engine.prefix_cache_stats()`) is read at every scrape (`specgate_prefix_cache_*`, per model). `SpecStatsLogger` logs, every N seconds, the
 figures operators watch over the last interval: draft acceptance rate, accepted tokens per
@@ -150,8 +152,8 @@ class GatewayMetrics:
 
     def record_mask_fills(self, *, grammar: str, backend: str, rows: str, fills: FillTimes) -> None:
         """Add one finished request's mask fill times (`rows`: "draft" or "target") to its
-        grammar family's histogram."""
-        if fills.count:
+        grammar family's histogram, and its reused rows to their counter."""
+        if fills.count or fills.reused:
             self._mask_fills.add((grammar, backend, rows), fills)
 
     def totals(self) -> _Totals:
@@ -199,7 +201,8 @@ class _PrefixCacheCollector:
 
 class _MaskFillCollector:
     """`specgate_grammar_mask_fill_seconds{grammar, backend, rows}`: the merged fill times of
-    the finished requests (a histogram with FILL_BUCKETS_S as its `le` bounds)."""
+    the finished requests (a histogram with FILL_BUCKETS_S as its `le` bounds), and
+    `specgate_grammar_mask_rows_reused_total` with the same labels."""
 
     def __init__(self) -> None:
         self._by_label: dict[tuple[str, str, str], FillTimes] = {}
@@ -215,10 +218,18 @@ class _MaskFillCollector:
     def collect(self) -> Any:
         with self._lock:
             rows = sorted((label, list(fills.counts), fills.sum_s) for label, fills in self._by_label.items())
+            reused = sorted((label, fills.reused) for label, fills in self._by_label.items())
         yield histogram_family(
             "specgate_grammar_mask_fill_seconds",
             "Grammar mask fill time per row, by grammar family, backend and rows (draft / target)",
             ["grammar", "backend", "rows"], FILL_BUCKETS_S, rows)
+        family = CounterMetricFamily(
+            "specgate_grammar_mask_rows_reused",
+            "Grammar mask rows copied from a row filled before at the same history (no fill)",
+            labels=["grammar", "backend", "rows"])
+        for label, count in reused:
+            family.add_metric(list(label), count)
+        yield family
 
 
 def spec_summary(before: _Totals, after: _Totals, *, k: int) -> str | None:

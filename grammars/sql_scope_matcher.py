@@ -83,6 +83,7 @@ class ScopedSqlMatcher(Matcher):
                  encode: Callable[[str], list[int]]) -> None:
         super().__init__(vocab_size=vocab_size, stop_token_ids=stop_token_ids, encode=encode)
         self.inner = inner
+        inner.keep_no_rows()  # driven through _accept: its own history does not move
         self.vocab = vocab
         self._states = [SqlScope(schema)]
         self._signatures: list[_Signature | None] = [None]

@@ -31,8 +31,9 @@ def test_schema_aware_sql_times_first_fills_at_the_same_positions(qwen_tokenizer
 
 
 def test_engine_walk_fills_the_rows_the_torch_engine_fills(qwen_tokenizer) -> None:  # type: ignore[no-untyped-def]
-    """One drafter row per position, then K+1 verify rows per step (the last step shorter),
-    each timed once; the walk ends with the whole output accepted."""
+    """One drafter row per draft, then K+1 verify rows per step (the last step shorter),
+    each timed once, the K at drafted positions reused, then a bonus token; the walk ends
+    with the whole output accepted."""
     import math
 
     from benchmarks.mask_cost import Evictor, K, engine_walk
@@ -42,11 +43,17 @@ def test_engine_walk_fills_the_rows_the_torch_engine_fills(qwen_tokenizer) -> No
     body, text = json_cases(1)[0]
     tokens = compiler.encode(text)
     matcher = compiler.compile(spec_from_request(body)).matcher()
-    drafted, verified = engine_walk(matcher, tokens, compiler.allocate_bitmask(K + 1),
-                                    clock=lambda: __import__("time").perf_counter_ns(), evict=Evictor(1))
-    steps = math.ceil(len(tokens) / K)
-    assert len(drafted) == len(tokens) and len(verified) == len(tokens) + steps
-    assert matcher.fill_times.count == len(drafted) + len(verified)  # the matcher's own count agrees
+    drafted, verified, filled = engine_walk(matcher, tokens, compiler.allocate_bitmask(K + 1),
+                                            clock=lambda: __import__("time").perf_counter_ns(), evict=Evictor(1))
+    steps = math.ceil(len(tokens) / (K + 1))  # K drafts and a bonus token a step
+    assert len(drafted) + steps - 1 <= len(tokens) <= len(drafted) + steps  # the last bonus optional
+    assert len(verified) == len(drafted) + steps
+    assert len(filled) == steps  # each step's row after its last draft
+    assert matcher.fill_times.count == len(drafted) + len(filled)  # the matcher's own counts agree
+    assert matcher.fill_times.reused == len(drafted)
     assert matcher.num_accepted == len(tokens) and matcher.can_stop()
     stats = measure(compiler, [(body, text)])
-    assert len(stats["draft"]) == len(tokens) and len(stats["target"]) == len(tokens) + steps
+    assert (len(stats["draft"]), len(stats["target"]), len(stats["target_filled"])) == (
+        len(drafted), len(verified), steps)
+    assert stats["engine_tokens"] == len(tokens)  # walked twice: with row reuse and without
+    assert stats["engine_ns_reuse"] > 0 and stats["engine_ns_plain"] > 0

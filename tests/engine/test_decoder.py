@@ -57,6 +57,12 @@ def test_greedy_speculative_equals_greedy_plain(
     seq = _run(decoder, _prompt(tiny_pair[2]), grammar=compile_body(SCHEMA_BODY), **extra)
     assert seq.output_ids == greedy_reference
     assert seq.stats.steps < len(greedy_reference) or drafter == "model"  # speculation did something
+    # the verify's rows: one a step and one per draft, those the drafter filled reused (every
+    # drafted position, and the one after the last draft when the drafter tried one more)
+    verify, stats = seq.stats.target_mask_fills, seq.stats
+    assert verify is not None and verify.reused >= stats.draft_tokens
+    assert stats.steps <= verify.count + verify.reused <= stats.steps + stats.draft_tokens
+    assert verify.count <= stats.steps
     if drafter != "model" or options.get("draft_mask", True):
         assert seq.stats.draft_tokens > 0
 
