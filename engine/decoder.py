@@ -1,7 +1,8 @@
 """The grammar-masked speculative step for one sequence, synchronously (no threads, no asyncio).
 
 One step: the drafter proposes up to K tokens (masked q, or one-hot for model-free drafts)
-→ the matcher fills the K+1 verify masks (`fill_masks`, state unchanged) → ONE target
+→ the matcher fills the K+1 verify masks (`fill_masks`, state unchanged; the rows at the
+drafter's positions are its rows, reused: grammars.row_memo) → ONE target
 forward over the pending committed token(s) plus the K drafts → the sequence's
 `RequestTransform.probs` (the same T, same parameters, the drafter used for q) → `rejection_sample` with the request's
 generator → the emitted tokens advance the matcher one by one; the KV caches are cropped
