@@ -56,7 +56,7 @@ from grammars.sql_scope import SqlSchema, SqlScope
 from grammars.sql_vocab import BIG_KINDS, SqlVocab, opaque_shape, pack_ids, reading_shape
 
 _KEEPS = 512  # distinct `keep` rows a vocabulary keeps (~19 KB each on Qwen2.5)
-_TABLES = 256  # signature tables a compiled grammar keeps (~57 KB each on a 152k vocabulary)
+_TABLES = 256  # signature tables a compiled grammar keeps (~38 KB each on a 152k vocabulary, `keep` shared)
 _CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]"}  # literal mode -> the character that closes it
 
 
@@ -91,6 +91,7 @@ class ScopedSqlMatcher(Matcher):
         self.stats = {"fills": 0, "checked": 0, "memo_hits": 0}
         self._stop_bits = _bits(np.asarray(sorted(self._stop_set), dtype=np.int64), vocab.num_words)
         self._not_stops = ~self._stop_bits  # stop tokens are `keep`'s, never a punctuation verdict's
+        self._unknown = np.empty(vocab.num_words, dtype=np.uint32)  # a fill's undecided tokens
         self._index = _rest_index(vocab)
         self._none = self._index.none  # one per vocabulary: `_keep`'s memo keys on it
 
@@ -141,18 +142,15 @@ class ScopedSqlMatcher(Matcher):
     def _fill(self, bitmask: torch.Tensor, row: int) -> None:  # bitmask [R, W] int32
         self.inner._fill(bitmask, row)
         self.stats["fills"] += 1
-        words = bitmask[row].numpy()  # [W] int32, shares memory with the tensor
+        bits = bitmask[row].numpy().view(np.uint32)  # [W], shares memory with the tensor
         state = self._states[-1]
         table = self._table(state)
-        words &= table.keep
-        bits = words.view(np.uint32)
-        unknown = bits & ~table.decided  # [W] uint32
-        unknown &= self._index.closing[state.mode] if state.mode else self._index.unclassed
+        unknown = np.bitwise_and(bits, table.undecided, out=self._unknown)  # [W] uint32
         if unknown.any():
             self._decide(unknown, state, table)
         else:
             self.stats["memo_hits"] += 1
-        bits &= ~table.refused
+        bits &= table.passing
 
     def _table(self, state: SqlScope) -> _SignatureTable:
         """The current signature's table, made on its first fill (the memo holds at most
@@ -162,12 +160,15 @@ class ScopedSqlMatcher(Matcher):
         if table is not None:
             self._memo[key] = table  # most recently used last
         else:
-            table = _SignatureTable(self._keep(state), self._stop_bits,
-                                    unspaced=not state.mode and self._blank_keeps(state))
             accepted, refused = punctuation_verdicts(state)
+            decided = refusals = None
             if accepted or refused:
-                table.decided |= self.vocab.punct_mask(accepted | refused).view(np.uint32) & self._not_stops
-                table.refused |= self.vocab.punct_mask(refused).view(np.uint32) & self._not_stops
+                decided = self.vocab.punct_mask(accepted | refused).view(np.uint32) & self._not_stops
+                refusals = self.vocab.punct_mask(refused).view(np.uint32) & self._not_stops
+            table = _SignatureTable(
+                self._keep(state), self._stop_bits, decided=decided, refused=refusals,
+                read=self._index.closing[state.mode] if state.mode else self._index.unclassed,
+                unspaced=not state.mode and self._blank_keeps(state))
             while len(self._memo) >= _TABLES:
                 try:
                     del self._memo[next(iter(self._memo))]
@@ -327,29 +328,49 @@ class ScopedSqlMatcher(Matcher):
 class _SignatureTable:
     """The scope layer's verdicts at one signature over the whole vocabulary, as far as
     read (a token's verdict is a function of the signature: equal signatures read every text
-    alike). `keep` [W] int32: the classes decided whole (big-kind pieces, blanks, operators,
-    stop tokens); `decided` [W] uint32: other tokens whose verdict is known; `refused` [W]
-    uint32, within `decided`; `touched`: opaque-shape keys decided per shape instead;
-    `unspaced`: the reading keys drop a leading " " here. Written under `lock`, `refused`
-    before `decided`, so a matcher sharing the table never sees a verdict half-recorded."""
+    alike), kept as what a fill applies. `keep` [W] int32: the classes decided whole
+    (big-kind pieces, blanks, operators, stop tokens; shared between tables); `passing` [W]
+    uint32: keep less the other tokens refused (the row is ANDed with it); `undecided` [W]
+    uint32: the tokens of this signature's mode that are read (`read`: inside a literal its
+    closers, outside the unclassed tokens), less those with a verdict (the grammar's row
+    ANDed with it is what a fill decides); `touched`: opaque-shape keys decided per shape
+    instead; `unspaced`: the reading keys drop a leading " " here. Written under `lock`,
+    `passing` before `undecided`, so a matcher sharing the table never sees a verdict
+    half-recorded."""
 
-    __slots__ = ("keep", "decided", "refused", "touched", "unspaced", "lock")
+    __slots__ = ("keep", "read", "passing", "undecided", "touched", "unspaced", "lock")
 
-    def __init__(self, keep: np.ndarray[Any, Any], stops: np.ndarray[Any, Any], *, unspaced: bool) -> None:
+    def __init__(self, keep: np.ndarray[Any, Any], stops: np.ndarray[Any, Any], *,
+                 decided: np.ndarray[Any, Any] | None, refused: np.ndarray[Any, Any] | None,
+                 read: np.ndarray[Any, Any], unspaced: bool) -> None:  # [W] each
         self.keep = keep
-        self.decided = stops.copy()  # stop tokens are `keep`'s
-        self.refused = np.zeros_like(stops)
+        self.read = read
+        kept = keep.view(np.uint32)
+        self.passing = kept & ~refused if refused is not None else kept.copy()
+        self.undecided = kept & ~stops & read  # stop tokens are `keep`'s
+        if decided is not None:
+            self.undecided &= ~decided
         self.touched: set[int] = set()
         self.unspaced = unspaced
         self.lock = threading.Lock()
 
+    @property
+    def refused(self) -> np.ndarray[Any, Any]:
+        """[W] uint32: the tokens refused by a verdict (not by `keep`)."""
+        return self.keep.view(np.uint32) & ~self.passing
+
+    @property
+    def decided(self) -> np.ndarray[Any, Any]:
+        """[W] uint32: the tokens read here that have a verdict."""
+        return self.keep.view(np.uint32) & self.read & ~self.undecided
+
     def record(self, decided: np.ndarray[Any, Any], refused: np.ndarray[Any, Any] | None) -> None:
         """Record verdicts: `decided` [n] token ids, of which `refused` [m] are refused."""
-        words = len(self.decided)
+        words = len(self.passing)
         with self.lock:
             if refused is not None and len(refused):
-                self.refused |= _bits(refused, words)
-            self.decided |= _bits(decided, words)
+                self.passing &= ~_bits(refused, words)
+            self.undecided &= ~_bits(decided, words)
 
 
 @dataclass(frozen=True, slots=True)
