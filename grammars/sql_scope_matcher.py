@@ -136,8 +136,10 @@ class ScopedSqlMatcher(Matcher):
 
     def forget(self) -> None:
         """Drop the signature tables of this matcher's grammar (all its matchers share
-        them): the next fills start cold, as on a freshly compiled grammar."""
+        them) and this matcher's kept rows: the next fills start cold, as on a freshly
+        compiled grammar."""
         self._memo.clear()
+        self.forget_rows()
 
     def _fill(self, bitmask: torch.Tensor, row: int) -> None:  # bitmask [R, W] int32
         self.inner._fill(bitmask, row)

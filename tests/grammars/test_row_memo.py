@@ -158,3 +158,16 @@ def test_a_wrappers_inner_matcher_keeps_no_rows(xgr_compiler) -> None:  # type: 
     assert matcher.accept_text("SELECT name")
     inner.fill_mask(bitmask, 0)  # its history did not move; its grammar state did
     assert inner.fill_times.reused == 0 and not bool((bitmask == at_start).all())
+
+
+def test_forgetting_the_scope_tables_makes_the_next_fill_a_first_fill(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
+    """benchmarks.sql_first_fill and fill_overlap time first fills at one position with it."""
+    matcher = xgr_compiler.compile(SQL_SPEC).matcher()
+    bitmask = xgr_compiler.allocate_bitmask(1)
+    assert matcher.accept_text("SELECT name FROM singer AS")
+    matcher.fill_mask(bitmask, 0)
+    first = bitmask.clone()
+    matcher.forget()  # type: ignore[attr-defined]
+    matcher.fill_mask(bitmask, 0)
+    assert (matcher.fill_times.count, matcher.fill_times.reused) == (2, 0)
+    assert bool((bitmask == first).all())
