@@ -25,6 +25,8 @@ the tokens of a valid output and times, at every position:
   rows reused (grammars.row_memo), so only the row after the last draft is filled: the
   table gives the verify rows as the engine waits for them and the filled ones apart.
   Elsewhere the rows kept for reuse are dropped before each timed call (backend fills).
+  Inside a SQL string literal the grammar's row is copied from the literal's first position
+  (grammars.sql_literal_rows: one language there), a fill of a new position, so it counts.
 Published bars for comparison: llguidance avg 64 µs / p99 533 µs; XGrammar p50 9 µs.
 `--warm` walks each output once untimed before timing it: the steady state of a schema the
 server has already served (llguidance builds lexer states lazily, per compiled grammar, and
@@ -400,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         "`specgate_grammar_mask_fill_seconds{rows=\"draft\"|\"target\"}` in serving. "
         "A verify row at a position the drafter filled is that row reused "
         "(grammars.row_memo: a copy, no fill); the `fill` and `fill_masks` columns of the "
-        "other rows time backend fills (the rows kept for reuse are dropped before each).",
+        "other rows time backend fills (the rows kept for reuse are dropped before each; inside a "
+        "SQL literal the grammar's row is the literal's first one, grammars.sql_literal_rows).",
         "",
         "Mask time per output token as the engine fills (drafter and verify rows, the same "
         "walk twice per grammar, on a fresh grammar each time, alternating which goes first):",

@@ -83,6 +83,11 @@ class Matcher(ABC):
     def _jump_forward(self) -> str:
         return ""
 
+    def whitespace_run(self) -> int | None:
+        """The trailing whitespace run the backend's row depends on beside its grammar state
+        (grammars.whitespace: a cap masks by it; 0 without a cap), None where unknown."""
+        return None
+
     # -- public API ----------------------------------------------------------------------
     @property
     def num_accepted(self) -> int:

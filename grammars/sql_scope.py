@@ -36,7 +36,8 @@ of grammars.sql_glue (None: none): a word with a blocked prefix must be a prefix
 exception. While FROM may not end, the words after an operand of ON (and after a FROM item)
 are a finite set without the FROM-ending keywords, chosen so that no beginning the grammar
 allows is stranded (`ON a = b ORD` is refused at the `D`, not at the end of ORDER).
-`signature()` is a hashable summary: equal signatures behave equally on every text.
+`signature()` is a hashable summary: equal signatures behave equally on every text (each
+scope's part is kept, with its hash, until the scope changes: most characters change none).
 
 Assumes the text is grammar-valid SQL (grammars.sql): it does not check syntax, only names.
 Knows nothing of tokens, masks or backends.
@@ -70,6 +71,24 @@ _OPERAND_ENDS = frozenset(("null", "end"))
 _BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
 
 
+class Hashed:
+    """A hashable value (nested tuples) with its hash computed once: a signature, or a
+    scope's key inside one (CPython recomputes a tuple's hash, all the way down, each time)."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple[object, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Hashed) and self._hash == other._hash
+                                 and self.value == other.value)
+
+
 @dataclass
 class _Scope:
     depth: int  # paren depth of this SELECT core
@@ -83,16 +102,22 @@ class _Scope:
     joined: bool = False  # current FROM item came after JOIN (ON may follow)
     compound: bool = False  # a set operation came before: ORDER BY names result columns
     core_pending: bool = False  # after UNION/INTERSECT/EXCEPT, before its SELECT
+    # key() once per state of the scope: SqlScope._mut (the only way to change a scope) drops it
+    cached_key: Hashed | None = field(default=None, repr=False, compare=False)
 
     def copy(self) -> _Scope:
         return _Scope(self.depth, self.clause, dict(self.refs), set(self.bare), dict(self.bound),
                       set(self.aliases), self.slot, self.table, self.joined, self.compound,
                       self.core_pending)
 
-    def key(self) -> tuple[object, ...]:
-        return (self.depth, self.clause, tuple(sorted(self.refs.items())), tuple(sorted(self.bare)),
+    def key(self) -> Hashed:
+        key = self.cached_key
+        if key is None:
+            key = self.cached_key = Hashed((
+                self.depth, self.clause, tuple(sorted(self.refs.items())), tuple(sorted(self.bare)),
                 tuple(sorted(self.bound.items(), key=lambda kv: kv[0])), tuple(sorted(self.aliases)),
-                self.slot, self.table, self.joined, self.compound, self.core_pending)
+                self.slot, self.table, self.joined, self.compound, self.core_pending))
+        return key
 
 
 class SqlSchema:
@@ -265,7 +290,9 @@ class SqlScope:
         if not self._owned:
             self.scopes[-1] = self.scopes[-1].copy()
             self._owned = True
-        return self.scopes[-1]
+        scope = self.scopes[-1]
+        scope.cached_key = None  # about to change
+        return scope
 
     def _alias_fits(self, scope: _Scope, low: str) -> bool:
         """`low` (not a keyword) may be the alias of the current FROM item, glue aside."""

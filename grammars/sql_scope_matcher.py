@@ -31,10 +31,14 @@ Contract (the Matcher contract of grammars.matcher, plus):
 - Never a dead end by construction of SqlScope: a prefix it lets through can always be
   completed (an alias can be any identifier, a bound qualifier exists after FROM, a table
   with the required columns exists before it, JOIN is always possible while FROM must go on).
+- inside a string literal the grammar's row is filled at the literal's first position and
+  copied at the next ones (grammars.sql_literal_rows: the grammar's language is the same
+  there), where the inner matcher reports what else its row depends on (`whitespace_run`).
 - `rollback(n)` pops n scope states and rolls the inner matcher back: exact.
-- `forget()` drops the grammar's signature tables (a cold start, for benchmarks).
-- `stats` counts fills, readings (`checked`) and fills that read nothing (`memo_hits`):
-  pure counters.
+- `forget()` drops the grammar's signature tables and the rows kept (a cold start, for
+  benchmarks).
+- `stats` counts fills, readings (`checked`), fills that read nothing (`memo_hits`) and
+  grammar rows copied along a literal (`literal_rows`): pure counters.
 
 Knows nothing of sampling, engines or HTTP.
 """
@@ -51,30 +55,14 @@ import numpy as np
 import torch
 
 from grammars.matcher import Matcher
+from grammars.sql_literal_rows import LiteralRows
 from grammars.sql_punct import known_names, punctuation_verdicts
-from grammars.sql_scope import SqlSchema, SqlScope
+from grammars.sql_scope import Hashed, SqlSchema, SqlScope
 from grammars.sql_vocab import BIG_KINDS, SqlVocab, opaque_shape, pack_ids, reading_shape
 
 _KEEPS = 512  # distinct `keep` rows a vocabulary keeps (~19 KB each on Qwen2.5)
 _TABLES = 256  # signature tables a compiled grammar keeps (~38 KB each on a 152k vocabulary, `keep` shared)
 _CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]"}  # literal mode -> the character that closes it
-
-
-class _Signature:
-    """A SqlScope signature with its hash computed once (signatures are nested tuples)."""
-
-    __slots__ = ("value", "_hash")
-
-    def __init__(self, value: tuple[object, ...]) -> None:
-        self.value = value
-        self._hash = hash(value)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, _Signature) and self._hash == other._hash
-                                 and self.value == other.value)
 
 
 class ScopedSqlMatcher(Matcher):
@@ -86,14 +74,18 @@ class ScopedSqlMatcher(Matcher):
         inner.keep_no_rows()  # driven through _accept: its own history does not move
         self.vocab = vocab
         self._states = [SqlScope(schema)]
-        self._signatures: list[_Signature | None] = [None]
+        self._signatures: list[Hashed | None] = [None]
         self._memo = schema.memo  # signature -> _SignatureTable, shared by the grammar's matchers
-        self.stats = {"fills": 0, "checked": 0, "memo_hits": 0}
+        self.stats = {"fills": 0, "checked": 0, "memo_hits": 0, "literal_rows": 0}
         self._stop_bits = _bits(np.asarray(sorted(self._stop_set), dtype=np.int64), vocab.num_words)
         self._not_stops = ~self._stop_bits  # stop tokens are `keep`'s, never a punctuation verdict's
         self._unknown = np.empty(vocab.num_words, dtype=np.uint32)  # a fill's undecided tokens
         self._index = _rest_index(vocab)
         self._none = self._index.none  # one per vocabulary: `_keep`'s memo keys on it
+        # the grammar's row copied along a literal (None: the inner matcher's row depends on
+        # state it does not report)
+        self._literal_rows = (LiteralRows(schema.tables | schema.all_columns, words=vocab.num_words)
+                              if inner.whitespace_run() is not None else None)
 
     # -- the scope reader on one token ------------------------------------------------------
     def _reads(self, state: SqlScope, token_id: int) -> SqlScope | None:
@@ -107,11 +99,11 @@ class ScopedSqlMatcher(Matcher):
         probe.touched = False
         return probe, probe.feed(self.vocab.text[token_id]) and probe.viable()
 
-    def _signature(self) -> _Signature:
+    def _signature(self) -> Hashed:
         """The current state's signature, with its hash computed once (a memo key)."""
         signature = self._signatures[-1]
         if signature is None:
-            signature = self._signatures[-1] = _Signature(self._states[-1].signature())
+            signature = self._signatures[-1] = Hashed(self._states[-1].signature())
         return signature
 
     # -- Matcher primitives -----------------------------------------------------------------
@@ -121,12 +113,16 @@ class ScopedSqlMatcher(Matcher):
             return False
         self._states.append(after)
         self._signatures.append(None)
+        if self._literal_rows is not None:
+            self._literal_rows.accepted(mode=after.mode, quoted=after.quoted, text=self.vocab.text[token_id])
         return True
 
     def _rollback(self, num_tokens: int) -> None:
         self.inner._rollback(num_tokens)
         del self._states[len(self._states) - num_tokens:]
         del self._signatures[len(self._signatures) - num_tokens:]
+        if self._literal_rows is not None:
+            self._literal_rows.rolled_back(num_tokens)
 
     def _is_complete(self) -> bool:
         return self.inner._is_complete() and self._states[-1].can_end()
@@ -140,11 +136,24 @@ class ScopedSqlMatcher(Matcher):
         compiled grammar."""
         self._memo.clear()
         self.forget_rows()
+        if self._literal_rows is not None:
+            self._literal_rows.forget()
 
     def _fill(self, bitmask: torch.Tensor, row: int) -> None:  # bitmask [R, W] int32
-        self.inner._fill(bitmask, row)
+        words = bitmask.numpy()[row]  # [W] int32, shares memory with the tensor
+        literal = self._literal_rows
+        if literal is None:
+            self.inner._fill(bitmask, row)
+        else:
+            run = self.inner.whitespace_run()
+            assert run is not None
+            if literal.get(run, words):
+                self.stats["literal_rows"] += 1
+            else:
+                self.inner._fill(bitmask, row)
+                literal.put(run, words)
         self.stats["fills"] += 1
-        bits = bitmask[row].numpy().view(np.uint32)  # [W], shares memory with the tensor
+        bits = words.view(np.uint32)  # [W]
         state = self._states[-1]
         table = self._table(state)
         unknown = np.bitwise_and(bits, table.undecided, out=self._unknown)  # [W] uint32
@@ -324,7 +333,7 @@ class ScopedSqlMatcher(Matcher):
     def _blank_keeps(self, state: SqlScope) -> bool:
         """Whether reading " " here succeeds and leaves the signature unchanged."""
         probe = state.copy()
-        return probe.feed(" ") and _Signature(probe.signature()) == self._signature()
+        return probe.feed(" ") and Hashed(probe.signature()) == self._signature()
 
 
 class _SignatureTable:

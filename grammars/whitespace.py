@@ -84,6 +84,11 @@ class WhitespaceRuns:
         """The run after `token_id`, or None when the cap refuses it (0 without a cap)."""
         return 0 if self.cap is None else self.cap.run_after(self._runs[-1], token_id)
 
+    @property
+    def run(self) -> int:
+        """The trailing run after the tokens accepted (0 without a cap)."""
+        return self._runs[-1]
+
     def push(self, run: int) -> None:
         if self.cap is not None:
             self._runs.append(run)

@@ -138,6 +138,9 @@ class LLGuidanceMatcher(Matcher):
     def _is_complete(self) -> bool:
         return bool(self._matcher.is_accepting())
 
+    def whitespace_run(self) -> int:
+        return self._ws.run
+
     def _jump_forward(self) -> str:
         forced = bytes(self._matcher.compute_ff_bytes())
         for cut in range(len(forced), max(len(forced) - 4, -1), -1):  # whole UTF-8 chars only

@@ -76,6 +76,9 @@ class XGrammarMatcher(Matcher):
     def _is_complete(self) -> bool:
         return bool(self._matcher.is_completed())
 
+    def whitespace_run(self) -> int:
+        return self._ws.run
+
     def _jump_forward(self) -> str:
         return str(self._matcher.find_jump_forward_string())
 

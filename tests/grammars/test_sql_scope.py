@@ -120,6 +120,22 @@ def test_a_copy_and_its_original_never_share_a_change() -> None:
             assert kept.signature() == before, (text, index)  # the original fed on, the copy not
 
 
+def test_a_signature_is_the_one_a_fresh_reader_gives() -> None:
+    """A scope's key is kept until the scope changes (`_mut` drops it): at every character of
+    gold queries, the signature of a reader fed on (its scopes changed in place) equals that
+    of a reader that read the same text from the start."""
+    queries = [e for e in _gold() if " JOIN " in e["query"].upper() or "(" in e["query"]][:20]
+    for entry in queries:
+        text, schema = entry["query"], SqlSchema(_tables(entry["db_id"]), FUNCTIONS)
+        scope = SqlScope(schema)
+        for index, ch in enumerate(text):
+            scope.signature()  # keys kept, then changed by the next character
+            assert scope.feed(ch), (text, index)
+            fresh = SqlScope(schema)
+            assert fresh.feed(text[:index + 1])
+            assert scope.signature() == fresh.signature(), (text, index)
+
+
 @pytest.mark.slow
 def test_every_gold_query_accepted_token_by_token(xgr_compiler: Any) -> None:
     refused = []
