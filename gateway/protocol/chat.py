@@ -3,8 +3,12 @@
 Messages are one model with a role and role-specific checks (so a validation error's `param`
 is a plain path like `messages[1].content`); content is a string or a list of parts of which
 only `text` (and `refusal` for assistant turns) is supported. Tools are function tools only.
-`template_messages()` turns the messages into the dicts a HF chat template expects
-(assistant tool-call arguments parsed from JSON strings into objects).
+`template_messages()` turns the messages into the dicts a HF chat template expects: assistant
+tool-call arguments parsed from their JSON string into an object (the Qwen2.5/Hermes templates
+write `arguments | tojson`, so a string would be rendered as a quoted string, not as the object
+the model wrote), `developer` as `system`, content parts joined. An assistant tool call whose
+`arguments` is not a JSON object is a 400 naming `messages[i].tool_calls[j].function.arguments`
+(from `unsupported_fields()`, before any rendering).
 """
 
 from __future__ import annotations
@@ -149,11 +153,12 @@ def _message_problems(i: int, msg: ChatMessage) -> list[tuple[str, str]]:
         out.append((f"messages[{i}].content", "an assistant message needs content or tool_calls"))
     for j, call in enumerate(msg.tool_calls or []):
         try:
-            json.loads(call.function.arguments)
+            arguments = json.loads(call.function.arguments)
         except ValueError:
-            out.append(
-                (f"messages[{i}].tool_calls[{j}].function.arguments", "arguments must be a JSON string")
-            )
+            arguments = None
+        if not isinstance(arguments, dict):
+            out.append((f"messages[{i}].tool_calls[{j}].function.arguments",
+                        "arguments must be a string holding a JSON object, e.g. '{\"city\": \"Paris\"}'"))
     return out
 
 
