@@ -33,6 +33,7 @@ class RequestStats:
     forced_accepted_tokens: int = 0  # of those, accepted (all unless an earlier draft was rejected)
     draft_forwards: int = 0          # draft-model forwards spent proposing
     draft_strays: int = 0            # proposals a model drafter cut or ended at a grammar-refused token
+    unmasked_steps: int = 0          # steps whose draft could not be grammar-masked, so none was kept (vLLM plugin)
     time_draft_s: float = 0.0
     time_target_s: float = 0.0
     time_mask_s: float = 0.0

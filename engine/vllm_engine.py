@@ -238,6 +238,8 @@ class VllmEngine:
                     raise GenerationError(f"vLLM finished the request with {reason!r}", request_id=rid)
                 _fill_spec_stats(stats, comp.spec_decode_metrics, engine_steps=outputs - 1,
                                  k=self.config.k if self.config.speculative else 0)
+                if self._masks_drafts(request):
+                    stats.unmasked_steps = await self._unmasked_steps(rid)
                 stats.time_total_s = time.perf_counter() - start
                 stats.cached_tokens = int(getattr(out, "num_cached_tokens", None) or 0)  # vLLM's prefix cache
                 self.stats.record_step(emitted=stats.completion_tokens, drafted=stats.draft_tokens,
@@ -262,6 +264,21 @@ class VllmEngine:
             if not finished and self.dead_reason is None:
                 with contextlib.suppress(Exception):
                     await self.llm.abort(rid)
+
+    def _masks_drafts(self, request: GenerationRequest) -> bool:
+        """Whether the plugin masks this request's drafts (so it counts its unmasked steps)."""
+        on = self.config.draft_mask if request.draft_mask is None else request.draft_mask
+        return (request.grammar is not None and bool(on) and self.config.speculative
+                and self.config.drafter == "model" and self.config.vllm.plugin_mode == "full")
+
+    async def _unmasked_steps(self, request_id: str) -> int:
+        """Steps of a finished request whose drafts the plugin cut because it could not mask
+        them (`usage.speculative.unmasked_steps`), summed over the workers."""
+        try:
+            counts = await self.llm.collective_rpc("specgate_request_counts", kwargs={"req_ids": [request_id]})
+        except Exception:  # noqa: BLE001 - a count must never fail the request it describes
+            return 0
+        return sum(int(c.get(request_id, 0)) for c in counts if isinstance(c, dict))
 
     async def abort(self, request_id: str) -> None:
         if self.dead_reason is None and request_id in self._live:

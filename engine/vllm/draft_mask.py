@@ -17,8 +17,19 @@ Invariants:
   tokens it has accepted. When that disagrees with the request's history (preemption,
   resumption) the matcher is reset and replayed from the history.
 - A terminated grammar stops masking and advancing (vLLM's scheduler cuts drafts after
-  termination); a row whose mask allows nothing (dead end) is left unmasked for drafting
-  (the target side reports the dead end); a token the matcher refuses marks the row dead.
+  termination).
+- Exactness: a grammar row never keeps a draft that was not sampled from its masked q. A row
+  whose mask allows nothing (dead end), or whose matcher refused a token (the row's
+  matcher disagrees with the scheduler's), or that the caller marks unmaskable
+  (`begin(..., unmaskable=...)`: no masker, a grammar backend the masker cannot mirror)
+  gets a draft limit: the number of masked drafts it holds when that happens (0 at the
+  start of a step). `end()` returns the limits by request id; the plugin cuts the row's
+  drafts to that length before they reach the scheduler, so the request drafts nothing
+  it could not mask (no speculation for that step: plain masked sampling, exact at any
+  temperature) instead of drafting from the raw logits. A row whose grammar terminates
+  keeps its drafts up to the stop token (the ones after it were not masked). Counted: `stats.dead_rows`,
+  `stats.refused_rows`, `stats.unmaskable_rows`, `stats.limited_rows` (row-steps cut),
+  `stats.cut_drafts` (draft tokens removed) and per request (`take_request_counts`).
 - Token ids < 0 (vLLM's rejected/padding placeholder) are never fed to a matcher; with
   `debug=True` any such id, or one >= vocab_size, among the drafts raises AssertionError
   (in `advance` itself: debug gives up the overlap below).
@@ -46,6 +57,7 @@ reset).
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +77,7 @@ class MaskRow:
     grammar_key: Any = None  # None: no grammar; else whatever compile_fn takes
     masked: bool = True  # per-request draft-mask switch
     discard: bool = False  # partial prefill etc.: nothing to draft for
+    unmaskable: bool = False  # grammar + mask on, but no matcher can mirror it: draft nothing
 
 
 @dataclass
@@ -80,9 +93,18 @@ class _Req:
 class DraftMaskStats:
     steps: int = 0  # propose calls with at least one masked row
     masked_rows: int = 0  # row-steps masked
-    dead_rows: int = 0
+    dead_rows: int = 0  # rows whose mask allowed nothing (grammar dead end)
+    refused_rows: int = 0  # rows whose matcher refused an accepted or drafted token
+    unmaskable_rows: int = 0  # row-steps the caller marked unmaskable (no masker / backend)
+    limited_rows: int = 0  # row-steps whose drafts were cut to the masked prefix
+    cut_drafts: int = 0  # draft tokens removed by those cuts (filled in by the caller)
     resyncs: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"steps": self.steps, "masked_rows": self.masked_rows, "dead_rows": self.dead_rows,
+                "refused_rows": self.refused_rows, "unmaskable_rows": self.unmaskable_rows,
+                "limited_rows": self.limited_rows, "cut_drafts": self.cut_drafts, "resyncs": self.resyncs}
 
 
 class DraftMasker:
@@ -109,6 +131,10 @@ class DraftMasker:
         self._host_ids: torch.Tensor | None = None  # pinned [rows] int64 staging buffer
         self._host_sampled: torch.Tensor | None = None  # pinned [rows, K+1] int64 staging buffer
         self._batch: Any = None  # xgrammar BatchGrammarMatcher, created on first batch fill
+        self._limits: dict[int, int] = {}  # row -> drafts it may keep this step (masked prefix)
+        self._ends: dict[int, int] = {}  # row -> drafts up to its grammar's termination
+        self._row_ids: list[str] = []  # row -> request id, this step
+        self._request_limited: OrderedDict[str, int] = OrderedDict()  # req -> steps cut (bounded)
         self.trace: list[tuple[str, int, list[int], int]] | None = None
 
     # ---- lifecycle of one speculative step --------------------------------------------------
@@ -134,6 +160,9 @@ class DraftMasker:
         end): on an accelerator, after vLLM has launched the draft model's first forward."""
         self._rows = []
         self._active = []
+        self._limits = {}
+        self._ends = {}
+        self._row_ids = [r.req_id for r in rows]
         self._pending = None
         staged = None
         if sampled is not None and any(r.grammar_key is not None and r.masked for r in rows):
@@ -147,6 +176,12 @@ class DraftMasker:
         sampled = self._read(staged) if staged is not None else None
         compile_s = 0.0
         for i, row in enumerate(rows):
+            if row.unmaskable and row.masked and not row.discard:
+                self._reqs.pop(row.req_id, None)
+                self._rows.append(None)
+                self._limits[i] = 0
+                self.stats.unmaskable_rows += 1
+                continue
             if row.grammar_key is None or not row.masked:
                 if self._reqs:
                     self._reqs.pop(row.req_id, None)
@@ -167,6 +202,10 @@ class DraftMasker:
                 self.trace.append((row.req_id, len(row.history), list(new), req.consumed))
             req.draft_advances = 0
             req.active = not req.dead and not req.matcher.is_terminated()
+            if req.dead:  # refused earlier, or a dead end: nothing it drafts can be masked
+                self._limits[i] = 0
+            elif not req.active:  # terminated: every draft would come after the end
+                self._ends[i] = 0
             if req.active:
                 self._active.append(i)
             self._rows.append(req)
@@ -199,10 +238,11 @@ class DraftMasker:
         alive = bitmask.index_select(0, index).ne(0).any(dim=1).tolist()  # [len(active)] bool
         keep = [i for i, ok in zip(active, alive, strict=True) if ok]
         for i, ok in zip(active, alive, strict=True):
-            if not ok:  # dead end: leave the draft free, the target errors
+            if not ok:  # dead end: keep only the drafts masked so far (the target errors)
                 req = self._req(i)
                 req.active = False
                 req.dead = True
+                self._limits.setdefault(i, req.draft_advances)
                 self.stats.dead_rows += 1
         if len(keep) != len(active):
             self._active = [i for i in self._active if self._req(i).active]
@@ -230,8 +270,12 @@ class DraftMasker:
         if self.debug:  # debug: check the drafts now, not at the next use
             self._drain()
 
-    def end(self) -> None:
-        """Roll every matcher back to its accepted-output state."""
+    def end(self) -> dict[str, int]:
+        """Roll every matcher back to its accepted-output state. Returns the draft limits of
+        this step by request id: how many leading drafts each row that could not be masked
+        all the way may keep, and each row whose grammar terminated (drafts up to and
+        including the stop token); rows absent keep all of them. Only the first kind counts
+        as `limited_rows` and in `take_request_counts`."""
         self._drain()
         t0 = time.perf_counter()
         back = [r for r in self._rows if r is not None and r.draft_advances]
@@ -247,7 +291,31 @@ class DraftMasker:
                 req.active = False
         self._rows = []
         self._active = []
+        limits = {self._row_ids[i]: n for i, n in self._limits.items() if i < len(self._row_ids)}
+        for rid in limits:
+            self._request_limited[rid] = self._request_limited.pop(rid, 0) + 1
+        while len(self._request_limited) > 4096:
+            self._request_limited.popitem(last=False)
+        self.stats.limited_rows += len(limits)
+        for i, n in self._ends.items():  # not a fallback: the grammar ended inside the window
+            if i < len(self._row_ids) and i not in self._limits:
+                limits[self._row_ids[i]] = n
+        self._limits = {}
+        self._ends = {}
         self.times.add("rollback", time.perf_counter() - t0)
+        return limits
+
+    def take_request_counts(self, req_ids: Iterable[str]) -> dict[str, int]:
+        """Steps whose drafts were cut to their masked prefix, per request (read once: the
+        entries are removed; the table keeps the last 4096 requests). An id also matches
+        the engine's internal id `<id>-<8 characters>` (vLLM makes request ids unique so)."""
+        out: dict[str, int] = {}
+        for rid in req_ids:
+            keys = [k for k in self._request_limited
+                    if k == rid or (len(k) == len(rid) + 9 and k.startswith(rid + "-"))]
+            for key in keys:
+                out[rid] = out.get(rid, 0) + self._request_limited.pop(key)
+        return out
 
     # ---- internals -------------------------------------------------------------------------
 
@@ -313,10 +381,16 @@ class DraftMasker:
             accepted = []
         for req in reqs:
             req.active = False  # refused or placeholder: cannot happen for a masked row
-        for (req, _), ok in zip(ok_rows, accepted, strict=True):
-            if ok:
+        ok_by_req = {id(req): ok for (req, _), ok in zip(ok_rows, accepted, strict=True)}
+        for i, req in zip(active, reqs, strict=True):
+            if ok_by_req.get(id(req), False):
                 req.draft_advances += 1
                 req.active = not req.matcher.is_terminated()  # finished inside the draft window
+                if not req.active:  # drafts after the end are unmasked: cut them here
+                    self._ends[i] = req.draft_advances
+            else:  # the draft is not one the mask allowed: keep only the drafts before it
+                self._limits.setdefault(i, req.draft_advances)
+                self.stats.refused_rows += 1
         self._active = [i for i in self._active if self._req(i).active]
         self.times.add("advance", time.perf_counter() - t0)
 
@@ -337,3 +411,4 @@ class DraftMasker:
                 continue
             if not req.matcher.accept_token(tok):
                 req.dead = True
+                self.stats.refused_rows += 1

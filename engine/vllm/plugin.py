@@ -17,6 +17,15 @@ What `register()` does, per `SPECGATE_VLLM_MODE` (read in each process; the gate
     `_sample_from_logits` (softmax in fp32) (argmax for greedy rows; with
     `draft_sample_method="probabilistic"`, a sample from softmax(masked/T) whose probs —
     the masked q — vLLM keeps for its rejection sampler, whose p vLLM already masks).
+  * `GPUModelRunner.take_draft_token_ids` is wrapped: a grammar request (mask on) whose
+    draft could not be masked all the way this step keeps only its masked drafts (often
+    none): no masker in this worker, a grammar backend other than xgrammar, a draft model
+    with its own vocabulary, a dead-end mask, a token its matcher refused. Such a request
+    then drafts nothing it could not mask (plain masked sampling for that step: exact at any
+    temperature), never drafts from the raw logits. Counted in the masker's stats
+    (`collective_rpc("specgate_draft_mask_stats")`) and per request
+    (`collective_rpc("specgate_request_counts", kwargs={"req_ids": [...]})`, read by the
+    engine into `usage.speculative.unmasked_steps`).
   Requests without a grammar, or with `SamplingParams.extra_args["specgate_draft_mask"]`
   false (default from `SPECGATE_VLLM_DRAFT_MASK`, "1"), keep vLLM's behaviour.
 
@@ -77,6 +86,7 @@ from typing import Any
 from engine.vllm import step_k_runner
 from engine.vllm.draft_mask import DraftMasker, MaskRow
 from engine.vllm.grammar_cache import WorkerGrammars
+from engine.vllm.shared_stats import Publisher, ensure_stats_dir, register_collector
 from engine.vllm.timing import PluginTimes
 
 logger = logging.getLogger("specgate.vllm.plugin")
@@ -110,7 +120,10 @@ def register() -> None:
 
     apply_cpu_kernel_fix()
     if mode == "full":
+        ensure_stats_dir()  # before vLLM spawns its processes: they inherit it
+        register_collector()  # `vllm serve`'s /metrics (process 0's default registry)
         install_draft_masking()
+        install_scheduler_check()
 
 
 def install_draft_masking() -> None:
@@ -129,11 +142,77 @@ def install_draft_masking() -> None:
         GPUModelRunner.propose_draft_token_ids)
     GPUModelRunner.execute_model = _wrap_execute(GPUModelRunner.execute_model)  # type: ignore[method-assign]
     GPUModelRunner.sample_tokens = _wrap_sample_tokens(GPUModelRunner.sample_tokens)  # type: ignore[method-assign]
+    GPUModelRunner.take_draft_token_ids = _wrap_take_drafts(  # type: ignore[method-assign]
+        GPUModelRunner.take_draft_token_ids)
     SpecDecodeBaseProposer._sample_draft_tokens = _wrap_sample_draft(  # type: ignore[method-assign]
         SpecDecodeBaseProposer._sample_draft_tokens)
     WorkerBase.specgate_plugin_times = _worker_plugin_times  # type: ignore[attr-defined]
     WorkerBase.specgate_step_k = step_k_runner.worker_step_k  # type: ignore[attr-defined]
+    WorkerBase.specgate_draft_mask_stats = _worker_mask_stats  # type: ignore[attr-defined]
+    WorkerBase.specgate_request_counts = _worker_request_counts  # type: ignore[attr-defined]
     setattr(GPUModelRunner, _PATCHED, True)
+
+
+_SCHED_COUNTS = {"sched_sent_drafts": 0, "sched_kept_drafts": 0}
+_SCHED_PUBLISHER = Publisher("scheduler")
+
+
+def install_scheduler_check() -> None:
+    """EngineCore side: count the drafts of masked grammar requests handed to the scheduler
+    and the ones its grammar check (`validate_tokens`) keeps; every masked draft is
+    grammar-valid, so the two must be equal (published, forced, whenever they differ)."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    if getattr(Scheduler, _PATCHED, False):
+        return
+    orig = Scheduler.update_draft_token_ids
+
+    @functools.wraps(orig)
+    def update_draft_token_ids(self: Any, draft_token_ids: Any) -> Any:
+        default_on = _env_flag("SPECGATE_VLLM_DRAFT_MASK", True)
+        watched = []
+        for req_id, drafts in zip(draft_token_ids.req_ids, draft_token_ids.draft_token_ids, strict=True):
+            request = self.requests.get(req_id)
+            if (request is None or request.is_finished() or request.is_prefill_chunk
+                    or not request.use_structured_output or request.sampling_params is None
+                    or _grammar_key(request.sampling_params) is None
+                    or not _draft_mask_on(request.sampling_params, default_on)):
+                continue
+            watched.append((request, len(drafts)))
+        out = orig(self, draft_token_ids)
+        if watched:
+            sent = sum(n for _, n in watched)
+            kept = sum(len(r.spec_token_ids) for r, _ in watched)
+            _SCHED_COUNTS["sched_sent_drafts"] += sent
+            _SCHED_COUNTS["sched_kept_drafts"] += kept
+            if kept != sent:
+                logger.warning("specgate: the scheduler's grammar check cut %d masked draft(s)", sent - kept)
+            _SCHED_PUBLISHER.publish(_SCHED_COUNTS, force=kept != sent)
+        return out
+
+    Scheduler.update_draft_token_ids = update_draft_token_ids  # type: ignore[method-assign]
+    setattr(Scheduler, _PATCHED, True)
+
+
+def _publish_worker(runner: Any) -> None:
+    """This worker's counters and times to the shared stats directory (forced when a
+    fallback counter moved, so none goes unseen)."""
+    masker: DraftMasker | None = getattr(runner, "_specgate_masker", None)
+    from engine.vllm.draft_mask import DraftMaskStats
+
+    stats = masker.stats if masker is not None else DraftMaskStats()
+    counters: dict[str, float] = dict(stats.as_dict())
+    counters["no_masker_rows"] = getattr(runner, "_specgate_no_masker_rows", 0)
+    times = _times(runner)
+    counters["plugin_seconds"] = times.plugin_s
+    counters["step_seconds"] = times.step_s
+    alarm = (stats.limited_rows, stats.dead_rows, stats.refused_rows, stats.resyncs, counters["no_masker_rows"])
+    publisher = getattr(runner, "_specgate_publisher", None)
+    if publisher is None:
+        publisher = runner._specgate_publisher = Publisher("worker")
+    force = alarm != getattr(runner, "_specgate_alarm", None)
+    runner._specgate_alarm = alarm
+    publisher.publish(counters, force=force)
 
 
 def _times(runner: Any) -> PluginTimes:
@@ -150,6 +229,57 @@ def _worker_plugin_times(worker: Any, reset: bool = False) -> dict[str, Any]:
     if reset:
         times.reset()
     return out
+
+
+def _worker_mask_stats(worker: Any) -> dict[str, int]:
+    """`collective_rpc("specgate_draft_mask_stats")`: this worker's masker counters (zeros
+    before its first masked step), plus `no_masker_rows` (grammar rows that drafted nothing
+    because this worker has no masker)."""
+    runner = worker.model_runner
+    masker: DraftMasker | None = getattr(runner, "_specgate_masker", None)
+    from engine.vllm.draft_mask import DraftMaskStats
+
+    out = (masker.stats if masker is not None else DraftMaskStats()).as_dict()
+    out["no_masker_rows"] = int(getattr(runner, "_specgate_no_masker_rows", 0))
+    return out
+
+
+def _worker_request_counts(worker: Any, req_ids: list[str]) -> dict[str, int]:
+    """`collective_rpc("specgate_request_counts", kwargs={"req_ids": [...]})`: per request,
+    the steps whose drafts were cut to their masked prefix (read once)."""
+    runner = worker.model_runner
+    masker: DraftMasker | None = getattr(runner, "_specgate_masker", None)
+    counts = masker.take_request_counts(req_ids) if masker is not None else {}
+    lost: dict[str, int] = getattr(runner, "_specgate_no_masker_counts", {})
+    for rid in req_ids:
+        for key in [k for k in lost if k == rid or (len(k) == len(rid) + 9 and k.startswith(rid + "-"))]:
+            counts[rid] = counts.get(rid, 0) + lost.pop(key)
+    return counts
+
+
+def _wrap_take_drafts(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def take_draft_token_ids(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = orig(self, *args, **kwargs)
+        limits: dict[str, int] | None = getattr(self, "_specgate_draft_limits", None)
+        self._specgate_draft_limits = None
+        if out is None or not limits:
+            return out
+        cut = 0
+        rows = []
+        for rid, drafts in zip(out.req_ids, out.draft_token_ids, strict=True):
+            n = limits.get(rid)
+            if n is not None and len(drafts) > n:
+                cut += len(drafts) - n
+                drafts = list(drafts[:n])
+            rows.append(drafts)
+        masker: DraftMasker | None = getattr(self, "_specgate_masker", None)
+        if masker is not None:
+            masker.stats.cut_drafts += cut
+        out.draft_token_ids = rows
+        return out
+
+    return take_draft_token_ids
 
 
 def _wrap_execute(orig: Any) -> Any:
@@ -184,6 +314,7 @@ def _wrap_sample_tokens(orig: Any) -> Any:
                 _times(self).step(n, masked=masked, execute_s=execute_s, sample_s=sample_s, propose_s=propose_s)
                 step_k_runner.after_step(self, tokens=n, execute_s=execute_s, sample_s=sample_s,
                                          propose_s=propose_s)
+                _publish_worker(self)
 
     return sample_tokens
 
@@ -312,22 +443,44 @@ def _draft_mask_on(sampling_params: Any, default: bool) -> bool:
     return bool(extra.get(EXTRA_ARG, default))
 
 
-def _rows_for(runner: Any, default_on: bool) -> list[MaskRow]:
+def _rows_for(runner: Any, default_on: bool, *, can_mask: bool = True) -> list[MaskRow]:
     """One MaskRow per input-batch row; grammar rows with the mask on carry their history
-    (their new tokens are row i of the step's sampled ids, which the masker reads lazily)."""
+    (their new tokens are row i of the step's sampled ids, which the masker reads lazily).
+    A grammar row with the mask on that the masker cannot mirror (a structured-output
+    backend other than xgrammar, or `can_mask` False: a draft model with its own
+    vocabulary) is `unmaskable`: it will draft nothing."""
     requests = runner.requests
     discard = getattr(getattr(runner, "discard_request_mask", None), "np", None)
     rows: list[MaskRow] = []
     for i, rid in enumerate(runner.input_batch.req_ids):
         state: Any = requests.get(rid) if rid is not None else None
         params = None if state is None else state.sampling_params
-        key = None if params is None else _grammar_key(params)
-        if key is None or not _draft_mask_on(params, default_on):
+        constrained = params is not None and getattr(params, "structured_outputs", None) is not None
+        if not constrained or not _draft_mask_on(params, default_on):
             rows.append(MaskRow(req_id=str(rid), history=(), new_tokens=(), masked=False))
             continue
+        dropped = bool(discard[i]) if discard is not None and i < len(discard) else False
+        key = _grammar_key(params)
+        if key is None or not can_mask:
+            rows.append(MaskRow(req_id=rid, history=(), new_tokens=(), unmaskable=True, discard=dropped))
+            continue
         rows.append(MaskRow(req_id=rid, history=state.output_token_ids, new_tokens=(), grammar_key=key,
-                            discard=bool(discard[i]) if discard is not None and i < len(discard) else False))
+                            discard=dropped))
     return rows
+
+
+def _unmasked_limits(runner: Any) -> dict[str, int]:
+    """No masker in this worker: every grammar request with the mask on drafts nothing."""
+    limits = {row.req_id: 0 for row in _rows_for(runner, _env_flag("SPECGATE_VLLM_DRAFT_MASK", True))
+              if row.masked and not row.discard}
+    if limits:
+        runner._specgate_no_masker_rows = getattr(runner, "_specgate_no_masker_rows", 0) + len(limits)
+        counts = getattr(runner, "_specgate_no_masker_counts", None)
+        if counts is None:
+            counts = runner._specgate_no_masker_counts = {}
+        for rid in limits:
+            counts[rid] = counts.get(rid, 0) + 1
+    return limits
 
 
 def _sampled_tensor(sampled_token_ids: Any) -> Any:
@@ -377,6 +530,8 @@ def _propose(self: Any, orig: Any, drafter: Any, model_drafter: bool, t_start: f
     masker = _make_masker(self) if model_drafter else None
     if masker is None:
         drafts = orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
+        if model_drafter:  # the masker could not be built: grammar rows draft nothing
+            self._specgate_draft_limits = _unmasked_limits(self)
         self._specgate_propose = (time.perf_counter() - t_start, False)
         return drafts
     times = masker.times
@@ -385,7 +540,8 @@ def _propose(self: Any, orig: Any, drafter: Any, model_drafter: bool, t_start: f
     if finished:
         masker.drop(finished)
     _note_preempted(getattr(scheduler_output, "preempted_req_ids", None) or ())
-    rows = _rows_for(self, self._specgate_default_on)
+    rows = _rows_for(self, self._specgate_default_on,
+                     can_mask=not getattr(drafter, "use_heterogeneous_vocab", False))
     t1 = time.perf_counter()
     times.add("rows", t1 - t0)
     times.add("wrap", t0 - t_start)
@@ -398,7 +554,7 @@ def _propose(self: Any, orig: Any, drafter: Any, model_drafter: bool, t_start: f
         if masker.debug and _env_flag("SPECGATE_VLLM_TRACE", False):
             logger.warning("specgate trace: drafts=%s masker=%s", drafts.tolist(), masker.stats)
     finally:
-        masker.end()
+        self._specgate_draft_limits = masker.end()
         drafter._specgate_masker = None
     masked = masker.stats.steps > steps_before
     t2 = time.perf_counter()

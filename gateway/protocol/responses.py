@@ -80,6 +80,7 @@ def usage(
             "accepted_tokens": accepted,
             "acceptance_rate": (accepted / proposed) if proposed else 0.0,
             "steps": steps,
+            "unmasked_steps": sum(s.unmasked_steps for s in stats),
         },
     }
 

@@ -216,3 +216,109 @@ def test_bf16_logits_get_the_same_mask(masker: DraftMasker, qwen_tokenizer: Any)
         masked[dtype] = logits
     assert _allowed(masked[torch.bfloat16].float()) == _allowed(masked[torch.float32])
     assert int(masked[torch.bfloat16].argmax()) == int(masked[torch.float32].to(torch.bfloat16).float().argmax())
+
+
+# ---- exactness: rows that cannot be masked keep only their masked drafts -------------------
+
+
+def test_unmaskable_row_drafts_nothing_and_is_counted(masker: DraftMasker, qwen_tokenizer: Any) -> None:
+    toks = _ids(qwen_tokenizer, '{"a": 1}')
+    masker.begin([MaskRow("u", history=(), new_tokens=[toks[0]], unmaskable=True),
+                  MaskRow("g", history=(), new_tokens=[toks[0]], grammar_key="k"),
+                  MaskRow("free", history=(), new_tokens=[3], masked=False)])
+    logits = torch.zeros(3, V)
+    masker.mask_logits(logits)
+    assert torch.isfinite(logits[0]).all() and not torch.isfinite(logits[1]).all()
+    masker.advance(torch.tensor([7, toks[1], 9]))
+    limits = masker.end()
+    assert limits == {"u": 0}  # g (masked all the way) and the free row keep all their drafts
+    assert masker.stats.unmaskable_rows == 1 and masker.stats.limited_rows == 1
+    assert masker.take_request_counts(["u", "g"]) == {"u": 1}
+    assert masker.take_request_counts(["u"]) == {}  # read once
+
+
+def test_dead_end_mid_window_keeps_the_masked_prefix(compiled: Any, qwen_tokenizer: Any) -> None:
+    """A mask that allows nothing at draft step 3: the row keeps its 2 masked drafts, not
+    the raw ones after; the next step it drafts nothing at all (the row stays dead)."""
+    import xgrammar as xgr
+
+    toks = _ids(qwen_tokenizer, '{"a": 12}')
+    real = xgr.GrammarMatcher(compiled._handle)
+
+    class DeadAfter:  # a matcher whose mask turns empty after `n` accepted drafts
+        def __init__(self, n: int) -> None:
+            self.n, self.accepted = n, 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def accept_token(self, tok: int) -> bool:
+            self.accepted += 1
+            return bool(real.accept_token(tok))
+
+        def rollback(self, k: int) -> None:
+            self.accepted -= k
+            real.rollback(k)
+
+        def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int = 0) -> Any:
+            out = real.fill_next_token_bitmask(bitmask, index)
+            if self.accepted >= self.n:
+                bitmask[index].zero_()
+            return out
+
+    m = DraftMasker(compile_fn=lambda _k: DeadAfter(3), vocab_size=V, debug=True)
+    m.begin([MaskRow("g", history=(), new_tokens=[toks[0]], grammar_key="k")])
+    for step in range(1, 4):
+        logits = torch.zeros(1, V)
+        m.mask_logits(logits)
+        m.advance(torch.tensor([toks[step]]))
+    assert m.end() == {"g": 2}
+    assert m.stats.dead_rows == 1
+    m.begin([MaskRow("g", history=[toks[0]], new_tokens=[], grammar_key="k")])
+    assert not m.any_active
+    assert m.end() == {"g": 0}
+    assert m.stats.limited_rows == 2 and m.stats.resyncs == 0
+    assert m.take_request_counts(["g"]) == {"g": 2}
+
+
+def test_refused_accepted_token_stops_drafting(masker: DraftMasker, qwen_tokenizer: Any) -> None:
+    """vLLM accepted a token the worker's matcher refuses (masks disagree): the request
+    drafts nothing from then on, counted as a refused row."""
+    masker.begin([MaskRow("g", history=(), new_tokens=_ids(qwen_tokenizer, "hello"), grammar_key="k")])
+    assert not masker.any_active
+    assert masker.end() == {"g": 0}
+    assert masker.stats.refused_rows == 1
+
+
+def test_internal_request_ids_are_matched(masker: DraftMasker) -> None:
+    masker.begin([MaskRow("req-7-abcdef12", history=(), new_tokens=(), unmaskable=True)])
+    masker.end()
+    assert masker.take_request_counts(["req-7"]) == {"req-7": 1}
+
+
+def test_terminated_row_keeps_drafts_through_the_stop_token(masker: DraftMasker, qwen_tokenizer: Any) -> None:
+    toks = _ids(qwen_tokenizer, '{"a": 1}')
+    eos = 151645
+    masker.begin([MaskRow("g", history=(), new_tokens=toks[:-1], grammar_key="k")])
+    for tok in (toks[-1], eos, 11, 12):
+        logits = torch.zeros(1, V)
+        masker.mask_logits(logits)
+        masker.advance(torch.tensor([tok]))
+    assert masker.end() == {"g": 2}  # '}' and the stop token; the 2 unmasked drafts after it cut
+    assert masker.stats.limited_rows == 0  # not a fallback
+
+
+def test_take_draft_token_ids_cuts_limited_rows() -> None:
+    """The runner wrapper hands the scheduler only each limited row's masked prefix."""
+    from types import SimpleNamespace
+
+    from engine.vllm.plugin import _wrap_take_drafts
+
+    def take(self: Any) -> Any:
+        return SimpleNamespace(req_ids=["a", "b", "c"], draft_token_ids=[[1, 2, 3], [4, 5, 6], [7, 8, 9]])
+
+    runner = SimpleNamespace(_specgate_draft_limits={"a": 0, "c": 2}, _specgate_masker=None)
+    out = _wrap_take_drafts(take)(runner)
+    assert out.draft_token_ids == [[], [4, 5, 6], [7, 8]]
+    assert runner._specgate_draft_limits is None  # used once
+    assert _wrap_take_drafts(take)(runner).draft_token_ids[0] == [1, 2, 3]
