@@ -23,7 +23,8 @@ categories, re-implemented here:
 
 `check_answer(category, functions, calls, possible)` returns a `Verdict(ok, reason)`;
 `functions` are the question's BFCL function specs (its dialect's types), `calls` the
-model's calls as `(name, arguments dict)` pairs, `possible` BFCL's ground truth list.
+model's calls as `(name, parsed arguments)` pairs
+(arguments that are not an object make the call wrong), `possible` BFCL's ground truth list.
 Knows nothing of models, HTTP or the gateway.
 """
 
@@ -48,7 +49,7 @@ class Verdict:
     reason: str = ""
 
 
-Call = tuple[str, dict[str, Any]]
+Call = tuple[str, Any]  # (tool name, parsed arguments: anything but an object is wrong)
 
 
 def category_kind(category: str) -> str:

@@ -33,7 +33,9 @@ def _simple(arguments: dict[str, Any], name: str = "geo_area") -> tuple[bool, st
 def test_right_call_with_the_openai_spelling_of_the_name() -> None:
     assert _simple({"base": 10, "height": 5.0}) == (True, "")
     assert _simple({"base": 10, "height": 5})[0]  # float takes an integer
-    assert not _simple({"base": 10, "height": 5.0}, name="geo.area")[0]  # dotted name is not the tool's
+    assert not _simple({"base": 10, "height": 5.0}, name="geo.area")[0]
+    assert not check_answer("simple_python", FUNCTIONS, [("geo_area", None)], [AREA_ANSWER]).ok  # unparsable
+    assert not check_answer("simple_python", FUNCTIONS, [("geo_area", [10, 5.0])], [AREA_ANSWER]).ok  # dotted name is not the tool's
     ok, reason = _simple({"base": 10, "height": 5.0}, name="ping")
     assert not ok and "geo_area" in reason
 
