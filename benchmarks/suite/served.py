@@ -1,6 +1,6 @@
 """A `specgate serve` process on loopback for benchmarks that measure the server over HTTP.
 
-`serve(flags, api_key=...)` is a context manager: it starts `python -m gateway.cli serve
+`serve(flags, api_key=...)` is a context manager: it starts `specgate serve
 --host 127.0.0.1 --port <free> --api-key <key> <flags>` from this checkout (offline: the
 `HF_HUB_OFFLINE` / `TRANSFORMERS_OFFLINE` variables set), waits until `/health` answers 200
 (raising RuntimeError with the tail of the server's log if it exits first or stays down past
@@ -54,8 +54,8 @@ def serve(flags: list[str], *, api_key: str, timeout_s: float = 900.0) -> Iterat
     log = pathlib.Path(tempfile.mkstemp(prefix="specgate-serve-", suffix=".log")[1])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--api-key", api_key, *flags]
+    cmd = [sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())", "serve",
+           "--host", "127.0.0.1", "--port", str(port), "--api-key", api_key, *flags]
     with log.open("wb") as sink:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
     served = Served(f"http://127.0.0.1:{port}", log)
