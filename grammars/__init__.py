@@ -7,6 +7,7 @@ HTTP (never imports `sampler`, `engine` or `gateway`).
     compiler = GrammarCompiler(tokenizer, vocab_size=151936)
     compiled = compiler.compile(spec)                   # or await compiler.compile_async(spec)
     matcher = compiled.matcher()                        # one per request
+    content, calls = parse_tool_calls(text, tool_names) # tool calls read back out of text
 """
 
 from grammars.compiler import CacheInfo, CompiledGrammar, GrammarCompiler
@@ -15,7 +16,7 @@ from grammars.fill_times import FILL_BUCKETS_S, FillTimes
 from grammars.matcher import Matcher
 from grammars.request import spec_from_request
 from grammars.spec import GrammarSpec
-from grammars.tools import ParsedToolCall, parse_tool_calls
+from grammars.tool_calls import ParsedToolCall, Segment, ToolCallScanner, parse_tool_calls
 
 __all__ = [
     "FILL_BUCKETS_S",
@@ -27,6 +28,8 @@ __all__ = [
     "GrammarSpec",
     "Matcher",
     "ParsedToolCall",
+    "Segment",
+    "ToolCallScanner",
     "parse_tool_calls",
     "spec_from_request",
 ]

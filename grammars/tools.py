@@ -1,25 +1,25 @@
-"""Tool calling: request tools → spec, spec → grammar (structural tag), model text → calls.
-
-Syntax (Qwen2.5 / Hermes chat templates), one call:
-
-    <tool_call>
-    {"name": "get_weather", "arguments": {"city": "Paris"}}
-    </tool_call>
-
-several calls are separated by a single "\\n". The arguments object is constrained by the
-tool's `parameters` JSON schema (strict tools are checked by `check_strict_schema`).
+"""Tool calling: request tools → spec, spec → grammar (an xgrammar structural tag).
 
 Modes (from `tool_choice` / `parallel_tool_calls`):
-- "required": one or more calls (exactly one with `parallel_tool_calls: false`), nothing else;
-- "named": exactly one call, of the named function;
-- "auto": either free text that never contains "<tool_call>", or tool calls as in
-  "required" (with the same `parallel_tool_calls` rule);
+- "required": one or more calls (exactly one with `parallel_tool_calls: false`), nothing
+  else, in the tagged form the Qwen2.5 / Hermes templates teach:
+
+      <tool_call>
+      {"name": "get_weather", "arguments": {"city": "Paris"}}
+      </tool_call>
+
+  several calls separated by a single "\\n";
+- "named": exactly one tagged call, of the named function;
+- "auto" (OpenAI's default): free text, in which the grammar switches on where a call opens
+  (the tagged form, or a bare JSON object naming a listed tool, fenced or in a list: the forms
+  of grammars.tool_calls) and enforces the call's arguments from there; free text that never
+  opens a call is unconstrained;
 - "none" (or no tools): no spec at all.
 
-`parse_tool_calls(text)` inverts the syntax for the gateway: `(content, calls)` where content
-is the text outside the calls (None when empty) and each call is ParsedToolCall(name,
-arguments) with `arguments` a JSON string. A `<tool_call>` block that is not valid JSON of
-that shape (possible only for unconstrained output) is kept as content, never dropped.
+The arguments object is constrained by the tool's `parameters` JSON schema (strict tools are
+checked by `check_strict_schema`). Bad requests (duplicate names, an unknown named tool, a
+schema that cannot be enforced) raise GrammarError naming the field. Reading calls back out
+of the text is grammars.tool_calls.
 
 Knows nothing of tokenizers, backends, HTTP or streaming.
 """
@@ -28,23 +28,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from grammars.errors import GrammarError
 from grammars.json_schema import check_strict_schema
 from grammars.spec import GrammarSpec, canonical_json
+from grammars.tool_calls import BARE_OPENINGS, CALL_BEGIN, CALL_END
 
-CALL_BEGIN = "<tool_call>"
-CALL_END = "</tool_call>"
 CALL_SEPARATOR = "\n"
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedToolCall:
-    name: str
-    arguments: str  # a JSON object, serialised
 
 
 def tools_spec(
@@ -118,71 +110,48 @@ def _tool_entry(tool: Any, index: int) -> dict[str, Any]:
 
 
 def structural_tag(spec: GrammarSpec, *, max_whitespace: int) -> dict[str, Any]:
-    """The xgrammar structural tag (a JSON-able dict) for a "tools" spec."""
+    """The xgrammar structural tag (a JSON-able dict) for a "tools" spec.
+
+    "required" and "named": tagged calls only, separated by a newline. "auto": free text in
+    which a call switches the grammar on at its opening (`<tool_call>`, or a bare opening
+    naming a listed tool, see grammars.tool_calls); from there the call's arguments follow
+    the tool's schema, and after the call the text is free again (no more text or calls
+    with `parallel_tool_calls: false`)."""
     config = spec.source_json
-    tags = [
-        {
-            "type": "tag",
-            "begin": f'{CALL_BEGIN}\n{{"name": {json.dumps(entry["name"])}, "arguments": ',
-            "content": {
-                "type": "json_schema",
-                "json_schema": entry["parameters"],
-                "max_whitespace_cnt": max_whitespace,
-            },
-            "end": f"}}\n{CALL_END}",
-        }
-        for entry in config["tools"]
-    ]
-    calls = {
-        "type": "tags_with_separator",
-        "tags": tags,
-        "separator": CALL_SEPARATOR,
-        "at_least_one": True,
-        "stop_after_first": not config["parallel"],
-    }
-    if config["mode"] == "auto":
-        free_text = {"type": "any_text", "excludes": [CALL_BEGIN]}
-        fmt: dict[str, Any] = {"type": "or", "elements": [calls, free_text]}
-    else:
-        fmt = calls
+    tagged = [_tagged_call(entry, max_whitespace) for entry in config["tools"]]
+    if config["mode"] != "auto":
+        calls = {"type": "tags_with_separator", "tags": tagged, "separator": CALL_SEPARATOR,
+                 "at_least_one": True, "stop_after_first": not config["parallel"]}
+        return {"type": "structural_tag", "format": calls}
+    bare = [_bare_call(entry, opening, max_whitespace)
+            for opening in BARE_OPENINGS for entry in config["tools"]]
+    triggers = [CALL_BEGIN] + [tag["begin"] for tag in bare]
+    fmt = {"type": "triggered_tags", "triggers": triggers, "tags": tagged + bare,
+           "at_least_one": False, "stop_after_first": not config["parallel"]}
     return {"type": "structural_tag", "format": fmt}
 
 
-_CALL_RE = re.compile(re.escape(CALL_BEGIN) + r"\s*(.*?)\s*" + re.escape(CALL_END), re.DOTALL)
+def _arguments(entry: dict[str, Any], max_whitespace: int) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": entry["parameters"],
+            "max_whitespace_cnt": max_whitespace}
 
 
-def parse_tool_calls(text: str) -> tuple[str | None, list[ParsedToolCall]]:
-    """Split model output into (content or None, tool calls) — see the module docstring."""
-    calls: list[ParsedToolCall] = []
-    content_parts: list[str] = []
-    cursor = 0
-    for match in _CALL_RE.finditer(text):
-        call = _parse_call_body(match.group(1))
-        if call is None:
-            continue  # stays in the content
-        content_parts.append(text[cursor : match.start()])
-        cursor = match.end()
-        calls.append(call)
-    content_parts.append(text[cursor:])
-    content = "".join(content_parts) if calls else text
-    if calls:
-        content = content.strip()
-    return (content or None), calls
+def _tagged_call(entry: dict[str, Any], max_whitespace: int) -> dict[str, Any]:
+    return {"type": "tag",
+            "begin": f'{CALL_BEGIN}\n{{"name": {json.dumps(entry["name"])}, "arguments": ',
+            "content": _arguments(entry, max_whitespace),
+            "end": f"}}\n{CALL_END}"}
 
 
-def _parse_call_body(body: str) -> ParsedToolCall | None:
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-        return None
-    arguments = obj.get("arguments", obj.get("parameters", {}))
-    if isinstance(arguments, str):  # some models emit the arguments pre-serialised
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            return None
-    if not isinstance(arguments, dict):
-        return None
-    return ParsedToolCall(obj["name"], json.dumps(arguments, ensure_ascii=False))
+def _bare_call(entry: dict[str, Any], opening: str, max_whitespace: int) -> dict[str, Any]:
+    """`{"name": "NAME", "arguments": ARGS}` in any of the bare layouts: the opening and the
+    name are the trigger; the rest of the object is enforced from there."""
+    ws = f"[ \\t\\n]{{0,{max_whitespace}}}"
+    return {"type": "tag",
+            "begin": f'{opening}{entry["name"]}"',
+            "content": {"type": "sequence", "elements": [
+                {"type": "regex", "pattern": f',{ws}"arguments": ?'},
+                _arguments(entry, max_whitespace),
+                {"type": "regex", "pattern": ws},
+            ]},
+            "end": "}"}

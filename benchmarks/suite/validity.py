@@ -38,10 +38,10 @@ def valid_json(text: str, schema: dict[str, Any]) -> bool:
 def valid_tool_calls(text: str, tools: list[dict[str, Any]]) -> bool:
     from grammars import parse_tool_calls
 
-    _content, calls = parse_tool_calls(text)
+    by_name = {tool["function"]["name"]: tool["function"].get("parameters") or {} for tool in tools}
+    _content, calls = parse_tool_calls(text, by_name)
     if not calls:
         return False
-    by_name = {tool["function"]["name"]: tool["function"].get("parameters") or {} for tool in tools}
     for call in calls:
         if call.name not in by_name or not valid_json(call.arguments, by_name[call.name]):
             return False

@@ -68,6 +68,7 @@ class ChatShape:
         self.attempts: dict[int, int] = {}
         self.texts: dict[int, str] = {}
         self.parse_tools = bool(body.tools) and body.tool_choice != "none"
+        self.tool_names = [tool["function"]["name"] for tool in body.tool_dicts() or []]
         self.include_usage = bool(body.stream_options and body.stream_options.include_usage)
         self.parsers: dict[int, ToolCallStream] = {}
 
@@ -84,7 +85,7 @@ class ChatShape:
     def _plain_choice(self, res: ChoiceResult) -> dict[str, Any]:
         if not self.parse_tools:
             return R.chat_choice(index=res.index, content=res.text, tool_calls=None, finish_reason=res.finish_reason)
-        parser = ToolCallStream()
+        parser = ToolCallStream(self.tool_names)
         parser.feed(res.text)
         parser.finish()
         calls = [R.tool_call(call_id=c.id, name=c.name, arguments=c.arguments) for c in parser.calls]
@@ -114,7 +115,7 @@ class ChatShape:
     def on_delta(self, ctx: RequestContext, index: int, delta: TokenDelta) -> list[str]:
         out: list[str] = []
         self.texts[index] = self.texts.get(index, "") + delta.text
-        parser = self.parsers.setdefault(index, ToolCallStream()) if self.parse_tools else None
+        parser = self.parsers.setdefault(index, ToolCallStream(self.tool_names)) if self.parse_tools else None
         if parser is None:
             if delta.text:
                 out.append(self._chunk(ctx, index, {"content": delta.text}))

@@ -89,3 +89,19 @@ def test_unterminated_or_invalid_call_is_kept_as_content() -> None:
     assert _all_at_once(cut) == (cut, [])
     bad = "<tool_call>not json</tool_call>"
     assert _all_at_once(bad) == (bad, [])
+
+
+@pytest.mark.parametrize("piece", [1, 3, 1000])
+def test_fenced_bare_call_streams_as_a_call(piece: int) -> None:
+    text = 'I will look it up.\n```json\n{\n  "name": "get_time",\n  "arguments": {"tz": "UTC"}\n}\n```\n'
+    stream = ToolCallStream(["get_time"], id_factory=_ids())  # type: ignore[arg-type]
+    content = ""
+    deltas: list[dict[str, object]] = []
+    for start in range(0, len(text), piece):
+        events = stream.feed(text[start : start + piece])
+        content, deltas = content + events.content, deltas + events.tool_call_deltas
+    events = stream.finish()
+    content, deltas = content + events.content, deltas + events.tool_call_deltas
+    assert content == "I will look it up."
+    assert [c.name for c in stream.calls] == ["get_time"] and stream.content == "I will look it up."
+    assert "".join(str(d["function"]["arguments"]) for d in deltas) == '{"tz": "UTC"}'  # type: ignore[index]
