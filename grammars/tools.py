@@ -106,18 +106,23 @@ def _tool_entry(tool: Any, index: int) -> dict[str, Any]:
     strict = bool(function.get("strict", False))
     if strict:
         check_strict_schema(parameters, param=f"{param}.function.parameters")
-    return {"name": name, "parameters": parameters, "strict": strict}
+    return {"name": name, "parameters": parameters, "strict": strict, "index": index}
 
 
-def structural_tag(spec: GrammarSpec, *, max_whitespace: int) -> dict[str, Any]:
+def structural_tag(spec: GrammarSpec, *, max_whitespace: int,
+                   schemas: list[Any] | None = None) -> dict[str, Any]:
     """The xgrammar structural tag (a JSON-able dict) for a "tools" spec.
 
     "required" and "named": tagged calls only, separated by a newline. "auto": free text in
     which a call switches the grammar on at its opening (`<tool_call>`, or a bare opening
     naming a listed tool, see grammars.tool_calls); from there the call's arguments follow
     the tool's schema, and after the call the text is free again (no more text or calls
-    with `parallel_tool_calls: false`)."""
+    with `parallel_tool_calls: false`). `schemas` replaces each tool's parameters schema (in
+    order) by the backend's own reading of it."""
     config = spec.source_json
+    if schemas is not None:
+        config = {**config, "tools": [{**entry, "parameters": schema}
+                                      for entry, schema in zip(config["tools"], schemas, strict=True)]}
     tagged = [_tagged_call(entry, max_whitespace) for entry in config["tools"]]
     if config["mode"] != "auto":
         calls = {"type": "tags_with_separator", "tags": tagged, "separator": CALL_SEPARATOR,

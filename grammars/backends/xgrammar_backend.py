@@ -201,10 +201,7 @@ class XGrammarBackend:
                 '{"type": "object"}', **{**json_options, "strict_mode": False}
             )
         if kind == "json_schema":
-            schema = spec.source_json
-            check_refs_local(schema)
-            folded = fold_combinators(schema)
-            source = json.dumps(folded if self.allow_extra_properties else open_memberless(folded))
+            source = json.dumps(self._prepared_schema(spec.source_json))
             return self._compiler.compile_json_schema(source, **json_options)
         if kind == "regex":
             return self._compiler.compile_regex(spec.source)
@@ -215,8 +212,7 @@ class XGrammarBackend:
         if kind == "lark":
             return self._compiler.compile_lark(normalize_lark(spec.source))
         if kind == "tools":
-            tag = structural_tag(spec, max_whitespace=self.max_whitespace)
-            return self._compiler.compile_structural_tag(json.dumps(tag))
+            return self._compile_tools(spec, json_options)
         if kind == "sql":
             schema = spec.source_json["schema"]
             ebnf = sql_ebnf(None if schema is None else schema["tables"])
@@ -227,6 +223,32 @@ class XGrammarBackend:
                 lambda: xgr.Grammar.from_ebnf(sql_ebnf_bounded(ebnf)),
                 None if schema is None else sql_scope_schema(schema["tables"]))
         raise GrammarError(f"grammar kind '{kind}' is not supported by the xgrammar backend")
+
+    def _prepared_schema(self, schema: Any) -> Any:
+        """A JSON schema as this backend compiles it (grammars.json_schema's rules 1 and 5)."""
+        check_refs_local(schema)
+        folded = fold_combinators(schema)
+        return folded if self.allow_extra_properties else open_memberless(folded)
+
+    def _compile_tools(self, spec: GrammarSpec, json_options: dict[str, Any]) -> xgr.CompiledGrammar:
+        """The tools grammar; a tool whose parameters cannot be compiled is named."""
+        entries = spec.source_json["tools"]
+        prepared: list[Any] = []
+        for entry in entries:
+            try:
+                prepared.append(self._prepared_schema(entry["parameters"]))
+            except GrammarError as exc:
+                raise _tool_error(entry, exc.message) from exc
+        tag = structural_tag(spec, max_whitespace=self.max_whitespace, schemas=prepared)
+        try:
+            return self._compiler.compile_structural_tag(json.dumps(tag))
+        except Exception as whole:
+            for entry, schema in zip(entries, prepared, strict=True):  # which tool is it?
+                try:
+                    self._compiler.compile_json_schema(json.dumps(schema), **json_options)
+                except Exception as exc:
+                    raise _tool_error(entry, _error_reason(exc)) from exc
+            raise whole
 
     def matcher(
         self, handle: xgr.CompiledGrammar | _WithWhitespaceCap, *,
@@ -244,6 +266,11 @@ class XGrammarBackend:
         return XGrammarMatcher(
             handle, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids, encode=encode
         )
+
+
+def _tool_error(entry: dict[str, Any], reason: str) -> GrammarError:
+    return GrammarError(f"cannot enforce the parameters of tool '{entry['name']}': {reason}",
+                        param=f"tools[{entry['index']}].function.parameters")
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,3 +121,28 @@ def test_parse_tool_calls() -> None:
     assert parse_tool_calls(truncated) == (truncated, [])
     _, calls = parse_tool_calls('<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call>')
     assert calls == [ParsedToolCall("f", '{"a": 1}')]
+
+
+@pytest.mark.parametrize(("parameters", "reason"), [
+    ({"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}}, "missing"),
+    ({"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}, "remote"),
+    ({"type": "object", "properties": {"x": {"type": "string", "pattern": "(?<=a)b"}}}, "Lookbehind"),
+    ({"type": "object", "properties": {"x": {"type": "integer", "minimum": 5, "maximum": 1}}}, "minimum"),
+    ({"type": "object", "properties": {"x": {"type": "frobnicate"}}}, "frobnicate"),
+])
+def test_a_tool_whose_schema_cannot_be_enforced_is_named(xgr_compiler, parameters: dict, reason: str) -> None:  # type: ignore[no-untyped-def]
+    bad = {"type": "function", "function": {"name": "bad", "parameters": parameters}}
+    for choice in ("auto", "required"):
+        with pytest.raises(GrammarError, match=reason) as info:
+            xgr_compiler.compile(spec_from_request({"tools": [*TOOLS, bad], "tool_choice": choice}))
+        assert info.value.param == "tools[2].function.parameters"
+        assert "'bad'" in info.value.message
+
+
+def test_tool_parameters_read_as_json_schema_responses_are(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
+    """A free-form `{"type": "object"}` argument is any object (grammars.json_schema rule 1's
+    exception), as it is under response_format json_schema, not only `{}`."""
+    tool = {"type": "function", "function": {"name": "configure", "parameters": {
+        "type": "object", "properties": {"options": {"type": "object"}}, "required": ["options"]}}}
+    body = {"tools": [tool], "tool_choice": "required"}
+    assert accepts(xgr_compiler, body, call("configure", {"options": {"depth": 2, "fast": True}}))
