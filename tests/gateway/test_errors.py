@@ -101,6 +101,17 @@ def test_unknown_keyword_in_strict_schema_is_a_400_naming_it(http: Any, openapi:
         ({"tools": [{"type": "function", "function": {"name": "f"}}],
           "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
         ({"tool_choice": "required"}, "tool_choice"),
+        # tool calling: a schema that cannot be enforced, duplicate names, an assistant call
+        # whose arguments are not JSON (tool_choice omitted: "auto" is enforced too)
+        ({"tools": [{"type": "function", "function": {"name": "f"}},
+                    {"type": "function", "function": {"name": "g", "parameters": {
+                        "type": "object", "properties": {"x": {"type": "string", "pattern": "(?<=a)b"}}}}}]},
+         "tools[1].function.parameters"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}] * 2}, "tools"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}],
+          "messages": [*MESSAGES, {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                   "function": {"name": "f", "arguments": "{not json"}}]}]},
+         "messages[1].tool_calls[0].function.arguments"),
     ],
 )
 def test_grammar_and_tool_errors_are_400(http: Any, openapi: Any, model_id: str, patch: dict[str, Any], param_prefix: str) -> None:
