@@ -14,7 +14,10 @@ it is empty: `""` is a string, and no name).
 A run starts at a position inside a literal (mode `'`, or `"` qualifying as above), and
 goes on while each token read keeps the mode and holds neither the quote character (a
 closer, an escape `''`, a new literal) nor a newline (a newline ends a quoted name's
-reading). Two positions of one run see the same language; the row kept is keyed by the
+reading). A token whose text holds U+FFFD (bytes that are not whole UTF-8 characters: a
+byte-level token ending or starting inside a character) neither starts nor continues a run:
+after it the grammar's language is not the literal's (the next bytes must finish the
+character), so its position is filled, and the run starts afresh after it. Two positions of one run see the same language; the row kept is keyed by the
 run's first position and the trailing whitespace run (the matcher's whitespace cap ANDs a
 mask per run length into the grammar's row). Positions are history lengths: a rollback
 below a run's first position drops the row (the tokens it was filled under are gone).
@@ -48,7 +51,8 @@ class LiteralRows:
         reader in `mode` with `quoted` typed (the quoted name's text so far)."""
         position = len(self._starts)
         start: int | None = None
-        if mode == "'" or (mode == '"' and not self._may_be_name(quoted)):  # "" starts every name
+        whole = "\ufffd" not in text  # else the position may be inside a character
+        if whole and (mode == "'" or (mode == '"' and not self._may_be_name(quoted))):  # "" starts every name
             previous = self._starts[-1]
             goes_on = previous is not None and mode not in text and "\n" not in text
             start = previous if goes_on else position

@@ -112,3 +112,41 @@ def test_drafts_and_rollbacks_inside_literals_keep_rows_exact(xgr_compiler, seed
     compiled = xgr_compiler.compile(SPEC)
     text = "SELECT name FROM singer WHERE name = 'Ada Lovelace von Byron' OR nation = \"United Kingdom of GB\""
     _speculative_walk(xgr_compiler, compiled, xgr_compiler.encode(text), seed=seed)
+
+
+def test_a_token_ending_inside_a_character_neither_starts_nor_continues_a_run() -> None:
+    rows = _rows()
+    rows.accepted(mode="'", quoted="", text=" 'a")  # position 1 opens the run
+    rows.put(0, np.full(3, 7, dtype=np.int32))
+    rows.accepted(mode="'", quoted="", text="\ufffd")  # a lead byte: the next must finish it
+    assert not _kept(rows)
+    rows.put(0, np.full(3, 8, dtype=np.int32))  # its own row, kept for no one
+    rows.accepted(mode="'", quoted="", text="\ufffdb")  # the continuation byte, then `b`
+    assert not _kept(rows)
+    rows.accepted(mode="'", quoted="", text="c")  # a whole character again: a run starts here
+    assert not _kept(rows)
+    rows.put(0, np.full(3, 9, dtype=np.int32))
+    rows.accepted(mode="'", quoted="", text="d")
+    out = np.zeros(3, dtype=np.int32)
+    assert rows.get(0, out) and out.tolist() == [9, 9, 9]
+
+
+def test_rows_inside_a_literal_split_between_bytes_equal_a_fresh_matchers(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
+    """A literal typed with byte-level tokens that split a character (`р`: D1 80): after the
+    lead byte only tokens that finish the character may come, so the literal's row may not
+    be copied there (it allowed ~150k tokens the matcher then refused), nor the lead byte's
+    row after the character."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    byte = bytes_to_unicode()
+    lead, cont = (xgr_compiler.tokenizer.convert_tokens_to_ids(byte[b]) for b in (0xD1, 0x80))
+    compiled = xgr_compiler.compile(SPEC)
+    matcher = compiled.matcher()
+    bitmask = xgr_compiler.allocate_bitmask(1)
+    scratch = xgr_compiler.allocate_bitmask(1)
+    tokens = [*xgr_compiler.encode("SELECT name FROM singer WHERE name = 'ab"), lead, cont, lead, cont,
+              *xgr_compiler.encode("cd e'")]
+    for index, token in enumerate(tokens):
+        matcher.fill_mask(bitmask, 0)
+        assert np.array_equal(bitmask[0].numpy(), _reference_row(compiled, tokens[:index], scratch)), index
+        assert matcher.accept_token(token), index
