@@ -22,14 +22,21 @@ Estimate (per request, pure counting):
 
 `AcceptancePriors`: one slowly forgetting `DepthAcceptance` per drafter kind, shared by an
 engine's requests, whose hazards are the prior of each new request (a pair that agrees on 95%
-of structured tokens starts every request near 0.95, not at a generic 0.6).
+of structured tokens starts every request near 0.95, not at a generic 0.6). Asked with a
+grammar `family` (what generalizes across schemas: "sql_schema:sqlite", "json_schema",
+"tools:auto", "text"; never a schema's hash), it gives a `FamilyAcceptance`: the family's own
+estimate once the family has been observed, the drafter kind's until then (a new family starts
+from the pair, a new schema of a known family from its family). Every step feeds both. At most
+`max_families` families per drafter kind are kept, the least recently used dropped first.
 
 Knows nothing about costs, models or grammars; returns numbers, logs nothing.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Protocol
 
 
 class DepthAcceptance:
@@ -94,7 +101,18 @@ class DepthAcceptance:
         return accepted / (accepted + self.rejections + self.prior_weight * (1.0 - self.prior[0]))
 
 
-def seeded_acceptance(shared: DepthAcceptance | None, *, depth: int, prior_alpha: float, decay: float,
+class SharedAcceptance(Protocol):
+    """What a request's estimate reads from an engine-wide one and feeds back."""
+
+    @property
+    def observed(self) -> bool: ...
+
+    def hazards(self) -> list[float]: ...
+
+    def observe(self, *, num_drafts: int, num_accepted: int) -> None: ...
+
+
+def seeded_acceptance(shared: SharedAcceptance | None, *, depth: int, prior_alpha: float, decay: float,
                       pair_prior_weight: float) -> DepthAcceptance:
     """A new request's depth-wise acceptance seeded by the pair's engine-wide one (`shared`):
     its hazards as the prior, weighing `pair_prior_weight` steps once the pair has been
@@ -105,18 +123,63 @@ def seeded_acceptance(shared: DepthAcceptance | None, *, depth: int, prior_alpha
                            prior_weight=pair_prior_weight if informed else 1.0)
 
 
-class AcceptancePriors:
-    """Per drafter kind, the engine-wide depth-wise acceptance (slow forgetting) that seeds each
-    new request's `DepthAcceptance`; every request's steps feed it."""
+class FamilyAcceptance:
+    """One grammar family's engine-wide acceptance beside its drafter kind's: hazards from the
+    family once it has been observed, else from the kind; `observe` feeds both."""
 
-    def __init__(self, *, depth: int, prior_alpha: float = 0.6, decay: float = 0.98) -> None:
+    def __init__(self, family: DepthAcceptance, kind: DepthAcceptance) -> None:
+        self.family = family
+        self.kind = kind
+
+    @property
+    def observed(self) -> bool:
+        return self.family.observed or self.kind.observed
+
+    def hazards(self) -> list[float]:
+        return self.family.hazards() if self.family.observed else self.kind.hazards()
+
+    @property
+    def alpha(self) -> float:
+        return self.family.alpha if self.family.observed else self.kind.alpha
+
+    def observe(self, *, num_drafts: int, num_accepted: int) -> None:
+        self.family.observe(num_drafts=num_drafts, num_accepted=num_accepted)
+        self.kind.observe(num_drafts=num_drafts, num_accepted=num_accepted)
+
+
+class AcceptancePriors:
+    """Per drafter kind (and, asked with one, per grammar family), the engine-wide depth-wise
+    acceptance (slow forgetting) that seeds each new request's `DepthAcceptance`; every
+    request's steps feed it."""
+
+    def __init__(self, *, depth: int, prior_alpha: float = 0.6, decay: float = 0.98, max_families: int = 64) -> None:
+        if max_families < 1:
+            raise ValueError(f"max_families must be >= 1, got {max_families}")
         self.depth = depth
         self.prior_alpha = prior_alpha
         self.decay = decay
+        self.max_families = max_families
         self._by_kind: dict[str, DepthAcceptance] = {}
+        self._by_family: dict[str, OrderedDict[str, DepthAcceptance]] = {}
 
-    def shared(self, kind: str) -> DepthAcceptance:
-        """The engine-wide estimate for drafter `kind` (created at `prior_alpha`)."""
+    def shared(self, kind: str, family: str | None = None) -> SharedAcceptance:
+        """The engine-wide estimate for drafter `kind` (created at `prior_alpha`), or with
+        `family` that family's under this drafter kind (`FamilyAcceptance`)."""
         if kind not in self._by_kind:
             self._by_kind[kind] = DepthAcceptance(depth=self.depth, prior_alpha=self.prior_alpha, decay=self.decay)
-        return self._by_kind[kind]
+        pooled = self._by_kind[kind]
+        if family is None:
+            return pooled
+        families = self._by_family.setdefault(kind, OrderedDict())
+        if family not in families:
+            families[family] = DepthAcceptance(  # a new family starts where the drafter kind stands
+                depth=self.depth, prior_alpha=self.prior_alpha, decay=self.decay,
+                prior=pooled.hazards() if pooled.observed else None)
+            while len(families) > self.max_families:
+                families.popitem(last=False)
+        families.move_to_end(family)
+        return FamilyAcceptance(families[family], pooled)
+
+    def families(self, kind: str) -> list[str]:
+        """The families kept for drafter `kind`, least recently used first."""
+        return list(self._by_family.get(kind, ()))

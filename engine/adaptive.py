@@ -10,7 +10,9 @@ its first drafts goes on) it values long K as it should (on the real pair the me
 acceptance is nearly flat by depth: README, "Why adaptive K erred short"). `alpha` is the
 pooled i.i.d. estimate, kept for reporting. `shared` (an engine-wide `DepthAcceptance` for this drafter kind,
 `engine.acceptance_model.AcceptancePriors`): its hazards are the request's prior and every
-observed step feeds it, so a request starts from the pair's acceptance, not a generic 0.6.
+observed step feeds it, so a request starts from the pair's acceptance, not a generic 0.6
+(the decoder passes its grammar family's, `AcceptancePriors.shared(kind, family)`: a new
+schema starts from its family's acceptance).
 Once the pair has been observed, that prior weighs `pair_prior_weight` steps (4), not the
 generic prior's 1: with a weight of 1, one rejected first step (h_0 = 0.84 -> 0.41) switched
 a Text2SQL request's drafting off for 16 steps although the pair accepts 84% of its drafts.
@@ -56,7 +58,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.acceptance_model import DepthAcceptance, seeded_acceptance
+from engine.acceptance_model import SharedAcceptance, seeded_acceptance
 from sampler import expected_speedup_from_hazards
 
 if TYPE_CHECKING:
@@ -66,7 +68,7 @@ if TYPE_CHECKING:
 class AdaptiveK:
     def __init__(
         self, *, k_max: int, costs: ForwardCosts | None = None, free_drafts: bool = False, decay: float = 0.9,
-        prior_alpha: float = 0.6, probe_every: int = 16, shared: DepthAcceptance | None = None,
+        prior_alpha: float = 0.6, probe_every: int = 16, shared: SharedAcceptance | None = None,
         acceptance_decay: float = 0.95, pair_prior_weight: float = 4.0,
     ) -> None:
         if k_max < 1:

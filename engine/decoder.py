@@ -9,7 +9,10 @@ generator → the emitted tokens advance the matcher one by one; the KV caches a
 back to the committed tokens at the next use. K = 0 is a plain masked sampling step. A
 request's first step is plain for the draft-model drafter (the first token needs only the
 target's prefill; the draft prefills on the second step). With `adaptive_k`, K per step comes
-from `engine.adaptive.AdaptiveK` over the shared measured `costs` (engine.cost_model).
+from `engine.adaptive.AdaptiveK` over the shared measured `costs` (engine.cost_model), with
+what the engine learned from finished requests (output lengths, the pair's acceptance) keyed
+by `engine.pacing_keys`: the exact grammar, then its family, so a new schema of a known family
+is paced by its family's record from its first step.
 On llama.cpp kernels (`engine.llama_cpp_model`) a new sequence's caches may start holding a
 common prefix of its prompt (a pooled context's); that is their prefix cache, and
 `engine.prefix_cache` is not used. With a prefix cache (`config.prefix_cache_mib` > 0), a new sequence's
@@ -53,6 +56,7 @@ from engine.drafters import (
 from engine.kv_cache import cache_for, logits_width
 from engine.loader import model_stop_token_ids
 from engine.output_lengths import OutputLengths
+from engine.pacing_keys import pacing_keys
 from engine.prefix_cache import PrefixCache
 from engine.sequence_state import SequenceState
 from engine.stats import RequestStats
@@ -198,7 +202,7 @@ class SpecDecoder:
             ),
             adaptive=(
                 AdaptiveK(k_max=self.k, costs=self.costs, free_drafts=not isinstance(drafter, ModelDrafter),
-                          shared=self.acceptance_priors.shared(drafter.name))
+                          shared=self.acceptance_priors.shared(drafter.name, pacing_keys(request.grammar).family))
                 if (self.config.uses_adaptive_k and self.k > 0) else None
             ),
         )
@@ -214,11 +218,12 @@ class SpecDecoder:
         if not isinstance(seq.drafter, ModelDrafter) or seq.draft_kv is None or seq.adaptive.drafted:
             return seq.adaptive.choose_k()
         room = self._room(seq)
+        keys = pacing_keys(seq.request.grammar)
+        expected, decided_by = self.output_lengths.predict(keys.lengths, generated=len(seq.output_ids), room=room)
+        if seq.stats.steps == 1:  # the first decode step: what the record knew of this request at its start
+            seq.stats.pacing_record = keys.level(decided_by) if expected is not None else ""
         return seq.adaptive.choose_k(
-            catch_up_tokens=len(seq.tokens) - len(seq.draft_kv), room=room,
-            expected_remaining=self.output_lengths.expected_remaining(
-                _length_keys(seq.request), generated=len(seq.output_ids), room=room),
-        )
+            catch_up_tokens=len(seq.tokens) - len(seq.draft_kv), room=room, expected_remaining=expected)
 
     def _room(self, seq: SequenceState) -> int:
         """Tokens the sequence may still emit (max_tokens, then the context length)."""
@@ -228,7 +233,7 @@ class SpecDecoder:
         """Add a finished sequence's output length to the record adaptive K predicts from
         (the step does it where it finishes a sequence; a caller that stops one itself, on a
         stop string, calls this)."""
-        self.output_lengths.record(_length_keys(seq.request), length=len(seq.output_ids),
+        self.output_lengths.record(pacing_keys(seq.request.grammar).lengths, length=len(seq.output_ids),
                                    truncated=seq.finish_reason == "length")
 
     # ---- the step --------------------------------------------------------------------------
@@ -272,6 +277,7 @@ class SpecDecoder:
         stats.proposed_tokens += len(proposal.token_ids[:k]) + proposal.dropped
         if num_drafts:
             stats.spec_steps += 1
+            stats.first_draft_step = stats.first_draft_step or stats.steps
             stats.draft_tokens += num_drafts
             stats.accepted_tokens += num_accepted
             stats.forced_draft_tokens += sum(forced)
@@ -370,11 +376,3 @@ class SpecDecoder:
             seq.free()
         return seq
 
-
-def _length_keys(request: GenerationRequest) -> tuple[tuple[str, str | int], ...]:
-    """Output-length record keys, most specific first: the exact grammar (by hash: the record
-    holds no schema text), then its kind."""
-    grammar = request.grammar
-    if grammar is None:
-        return (("kind", "text"),)
-    return (("spec", hash(grammar.spec)), ("kind", grammar.spec.kind))

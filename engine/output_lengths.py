@@ -11,7 +11,8 @@ stays the rule.
 
 Contract:
 - `record(keys, length=n, truncated=t)` stores one finished output under every key in `keys`
-  (the caller passes the most specific first: e.g. the grammar's exact spec, then its kind);
+  (the caller passes the most specific first: the grammar's exact spec, then its family, then
+  its kind: `engine.pacing_keys`);
   `truncated` (finish_reason `length`) marks a censored output: its length L is only known to
   be >= n. Each key keeps its last `window` records; at most `max_keys` keys are kept, the
   least recently recorded dropped first (a server sees unboundedly many distinct schemas).
@@ -22,7 +23,8 @@ Contract:
   request's rest and is skipped). The first key holding at least `min_records` such records
   decides: the mean over those longer than g (E[remaining | the output is still running]);
   None when no key holds enough, or when the request already ran past all of the deciding
-  key's (beyond experience: the caller falls back to the rental).
+  key's (beyond experience: the caller falls back to the rental). `predict` gives the same
+  value with the key that decided it.
 Pure bookkeeping, not thread-safe (the engine's loop is its one caller); knows nothing about
 models, costs or grammars beyond the keys it is given.
 """
@@ -57,12 +59,16 @@ class OutputLengths:
         """Mean of min(L - generated, room) over the deciding key's records that determine it
         and ran past `generated` (None: no key has `min_records` such records, or none ran
         that far)."""
+        return self.predict(keys, generated=generated, room=room)[0]
+
+    def predict(self, keys: Sequence[Hashable], *, generated: int, room: int) -> tuple[float | None, Hashable | None]:
+        """(`expected_remaining`, the key that decided it; None where no key holds enough)."""
         for key in keys:
             usable = [n for n, truncated in self._lengths.get(key, ()) if not truncated or n >= generated + room]
             if len(usable) >= self.min_records:
                 longer = [min(n - generated, room) for n in usable if n > generated]
-                return sum(longer) / len(longer) if longer else None
-        return None
+                return (sum(longer) / len(longer) if longer else None), key
+        return None, None
 
     def count(self, key: Hashable) -> int:
         return len(self._lengths.get(key, ()))

@@ -40,6 +40,9 @@ class RequestStats:
     time_sampler_s: float = 0.0
     time_total_s: float = 0.0
     grammar: str = ""                # CompiledGrammar.family ("" unconstrained)
+    first_draft_step: int = 0        # the step (1 = the prefill step) that first verified drafts; 0: none did
+    pacing_record: str = ""          # output-length record that paced the draft's prefill at the first
+                                     # decode step: "exact" grammar, its "family", its "kind"; "": none (rental)
     grammar_backend: str = ""        # the backend that compiled it
     draft_mask_fills: FillTimes | None = None   # the drafter's rows (Matcher.fill_mask), live (torch engine)
     target_mask_fills: FillTimes | None = None  # the verify rows (Matcher.fill_masks), live (torch engine)

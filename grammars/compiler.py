@@ -84,6 +84,18 @@ class CompiledGrammar:
             return "sql_schema"
         return self.spec.kind
 
+    @functools.cached_property
+    def pacing_family(self) -> str:
+        """What an engine's learned pacing (output lengths, draft acceptance) may generalize
+        over: the family, with what shapes the output beyond the schema (the SQL dialect, the
+        tool-choice mode): "sql_schema:sqlite", "tools:required", "json_schema". Never the
+        schema itself: every new schema is a new grammar, and its family is not new."""
+        if self.spec.kind == "sql":
+            return f"{self.family}:{self.spec.source_json.get('dialect', 'sqlite')}"
+        if self.spec.kind == "tools":
+            return f"tools:{self.spec.source_json.get('mode', 'auto')}"
+        return self.family
+
     def matcher(self) -> Matcher:
         backend = self._compiler._get_backend(self.backend)
         return backend.matcher(self._handle, encode=self._compiler.encode)  # type: ignore[no-any-return]

@@ -55,6 +55,8 @@ class RequestRecord:
     plugin_s: float | None = None  # vLLM: the specgate plugin's own host time in the worker
     worker_step_s: float | None = None  # vLLM: the worker's step time (execute_model + sample_tokens)
     repeat: int = 0  # pass over the cases (vLLM rows run the cases `vllm_repeats` times in one engine)
+    first_draft_step: int | None = None  # torch: the step that first verified drafts (1 = the prefill step; 0 none)
+    pacing_record: str | None = None  # torch: the output-length record that paced the draft prefill ("": none)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
