@@ -98,13 +98,15 @@ class DraftMaskStats:
     unmaskable_rows: int = 0  # row-steps the caller marked unmaskable (no masker / backend)
     limited_rows: int = 0  # row-steps whose drafts were cut to the masked prefix
     cut_drafts: int = 0  # draft tokens removed by those cuts (filled in by the caller)
+    ended_drafts: int = 0  # draft tokens after a grammar's termination removed (not a fallback)
     resyncs: int = 0
     extra: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, int]:
         return {"steps": self.steps, "masked_rows": self.masked_rows, "dead_rows": self.dead_rows,
                 "refused_rows": self.refused_rows, "unmaskable_rows": self.unmaskable_rows,
-                "limited_rows": self.limited_rows, "cut_drafts": self.cut_drafts, "resyncs": self.resyncs}
+                "limited_rows": self.limited_rows, "cut_drafts": self.cut_drafts,
+                "ended_drafts": self.ended_drafts, "resyncs": self.resyncs}
 
 
 class DraftMasker:
@@ -135,6 +137,7 @@ class DraftMasker:
         self._ends: dict[int, int] = {}  # row -> drafts up to its grammar's termination
         self._row_ids: list[str] = []  # row -> request id, this step
         self._request_limited: OrderedDict[str, int] = OrderedDict()  # req -> steps cut (bounded)
+        self.last_fallbacks: frozenset[str] = frozenset()  # end()'s limited requests (not terminations)
         self.trace: list[tuple[str, int, list[int], int]] | None = None
 
     # ---- lifecycle of one speculative step --------------------------------------------------
@@ -297,6 +300,7 @@ class DraftMasker:
         self._rows = []
         self._active = []
         limits = {self._row_ids[i]: n for i, n in self._limits.items() if i < len(self._row_ids)}
+        self.last_fallbacks = frozenset(limits)
         for rid in limits:
             self._request_limited[rid] = self._request_limited.pop(rid, 0) + 1
         while len(self._request_limited) > 4096:

@@ -167,7 +167,10 @@ class SpecgateDraftSpeculator(StandaloneARSpeculator):
             for rid, n in limits.items():
                 at = index.get(rid)
                 if at is not None and n < drafts.shape[1]:
-                    masker.stats.cut_drafts += int(drafts.shape[1] - n)
+                    if rid in masker.last_fallbacks:
+                        masker.stats.cut_drafts += int(drafts.shape[1] - n)
+                    else:
+                        masker.stats.ended_drafts += int(drafts.shape[1] - n)
                     drafts[at, n:] = -1
         times = _times(self)
         times.add("wrap", (t1 - t0) + (time.perf_counter() - t2))

@@ -9,7 +9,9 @@ outputs, speculative config. Pure functions; vLLM is imported lazily inside them
 - `sampling_params_for(request, ...)`: streaming DELTA outputs, the request's sampling
   options, stop strings/ids, the grammar, and the request's draft-mask switch
   (`request.draft_mask` → `extra_args["specgate_draft_mask"]`, read by the plugin in the worker).
-- `speculative_config_for(config, draft_model_path=...)`: `--drafter model|ngram|none`, `-k`.
+- `speculative_config_for(config, draft_model_path=...)`: `--drafter model|ngram|none`, `-k`;
+  `--drafter model` is vLLM's `draft_model` method, or on vLLM >= 0.34 with the plugin in
+  "full" mode the plugin's registered `specgate_draft` method (`engine.vllm.mrv2`).
 
 Knows nothing of HTTP or of how the engine runs.
 """
@@ -82,8 +84,14 @@ def speculative_config_for(
     if config.drafter == "model":
         if not draft_model_path:
             raise ValueError("drafter 'model' needs a draft model")
+        method = "draft_model"
+        if config.vllm.plugin_mode == "full":
+            from engine.vllm.plugin import vllm_api
+
+            if vllm_api() == "mrv2":  # vLLM >= 0.34: the registered, grammar-masking method
+                method = "specgate_draft"
         return {
-            "method": "draft_model",
+            "method": method,
             "model": draft_model_path,
             "num_speculative_tokens": config.k,
             "draft_sample_method": config.vllm.draft_sample,

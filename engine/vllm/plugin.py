@@ -338,17 +338,22 @@ def _wrap_take_drafts(orig: Any) -> Any:
         self._specgate_draft_limits = None
         if out is None or not limits:
             return out
-        cut = 0
+        masker: DraftMasker | None = getattr(self, "_specgate_masker", None)
+        fallbacks = masker.last_fallbacks if masker is not None else frozenset(limits)
+        cut = ended = 0
         rows = []
         for rid, drafts in zip(out.req_ids, out.draft_token_ids, strict=True):
             n = limits.get(rid)
             if n is not None and len(drafts) > n:
-                cut += len(drafts) - n
+                if rid in fallbacks:
+                    cut += len(drafts) - n
+                else:
+                    ended += len(drafts) - n
                 drafts = list(drafts[:n])
             rows.append(drafts)
-        masker: DraftMasker | None = getattr(self, "_specgate_masker", None)
         if masker is not None:
             masker.stats.cut_drafts += cut
+            masker.stats.ended_drafts += ended
         out.draft_token_ids = rows
         return out
 

@@ -39,6 +39,7 @@ METRICS: dict[str, str] = {
     "no_masker_rows": "Grammar rows in a worker without a masker: drafted nothing",
     "limited_rows": "Grammar rows whose drafts were cut to the masked prefix (fallbacks)",
     "cut_drafts": "Draft tokens removed because they could not be masked",
+    "ended_drafts": "Draft tokens after a grammar's termination removed before the scheduler",
     "resyncs": "Matcher replays from the request history (preemption, resumption)",
     "plugin_seconds": "Host seconds spent in the plugin's own work (masks, matchers, wrappers)",
     "step_seconds": "Seconds of the worker steps the plugin timed (target forward + sampling + drafting)",
