@@ -231,7 +231,8 @@ def run_model(args: argparse.Namespace, stream: list[Question], suites: dict[str
                 f"record={record.get('pacing_record')!r} correct={record['correct']}"
                 f"{' DEAD END' if record['dead_end'] else ''}{' RUNAWAY' if record['runaway'] else ''} {sql[:70]!r}")
         partial = args.out.with_suffix(".partial.json")  # a stopped run keeps what it measured
-        partial.write_text(json.dumps(records))
+        partial.write_text(json.dumps({"records": records, "wall_s": time.perf_counter() - start,
+                                       "kernels": kernels, "costs": costs_lines}))
         log(f"[{number + 1}/{len(stream)}] {q.case_id} ({db_key}{', new schema' if new_schema else ''}) "
             f"{time.perf_counter() - start:.0f}s")
     return {"records": records, "wall_s": time.perf_counter() - start, "kernels": kernels, "costs": costs_lines}
@@ -371,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="model threads (0: every core)")
     parser.add_argument("--data-dir", type=pathlib.Path, default=DATA)
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS_DIR / "text2sql.json")
+    parser.add_argument("--records", type=pathlib.Path, default=None,
+                        help="summarize the records of an earlier run (its .partial.json if it was stopped), no model")
     args = parser.parse_args(argv)
     args.configs = tuple(c for c in args.configs.split(",") if c)
     families = tuple(f for f in args.families.split(",") if f)
@@ -387,7 +390,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_model:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         stream = question_stream(by_family, args.per_db, args.seed)
-        result = run_model(args, stream, suites, lambda line: print(line, flush=True))
+        if args.records is not None:  # an earlier run's records (a stopped run: the questions it finished)
+            saved = json.loads(args.records.read_text())
+            result = saved if isinstance(saved, dict) else {"records": saved, "wall_s": 0.0, "kernels": "", "costs": []}
+            done = {r["case_id"] for r in result["records"]}
+            stream = [q for q in stream if q.case_id in done]
+        else:
+            result = run_model(args, stream, suites, lambda line: print(line, flush=True))
         doc["model"] = {"target": args.target, "draft": args.draft, "k": args.k, "per_db": args.per_db,
                         "max_tokens": args.max_tokens, "seed": args.seed, "families": list(families),
                         "databases": len({(q.family, q.db_id) for q in stream}), "questions": len(stream),
@@ -397,7 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         doc["records"] = result["records"]
         doc["summary"] = summarize(result["records"], args.configs)
     write_json(doc, args.out)
-    args.out.with_suffix(".partial.json").unlink(missing_ok=True)
+    if args.records is None:
+        args.out.with_suffix(".partial.json").unlink(missing_ok=True)
     text = markdown(doc)
     args.out.with_suffix(".md").write_text(text)
     print(text)
