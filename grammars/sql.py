@@ -40,7 +40,8 @@ Contract:
 - With `tables=None` table and column names are any identifier (plain, "quoted",
   `backticked` or [bracketed]); function calls take any identifier as the name. With
   tables, table names must be one of the schema's tables and column names one of its
-  columns (case-insensitive, optionally double-quoted), functions one of `_ARITY` with
+  columns (case-insensitive, optionally double-quoted; a name that is not an identifier,
+  e.g. with a space, only double-quoted), functions one of `_ARITY` with
   sqlite's argument count (`count(*)`, DISTINCT only in aggregates, `round` 1-2, `substr`
   2-3, `replace` 3, ...: what sqlite refuses for arity, the grammar refuses);
   table and column aliases (`AS T1`) are any identifier and a column may be qualified by a
@@ -145,23 +146,22 @@ def _trie_ebnf(node: _Trie) -> str:
 
 
 def _names_ebnf(names: list[str]) -> str:
-    """Any of `names` (case-insensitive, bare or double-quoted) as a trie-shaped alternation."""
-    words = _trie_ebnf(_trie(sorted({name.lower() for name in names})))
-    return f'{words} | "\\"" {words} "\\""'
+    """Any of `names` (case-insensitive, double-quoted; bare too where the name is an
+    identifier: sqlite reads `T1.Low Grade` as `T1.Low` aliased `Grade`) as a trie-shaped
+    alternation."""
+    quoted = f'"\\"" {_trie_ebnf(_trie(sorted({name.lower() for name in names})))} "\\""'
+    bare = sorted({name.lower() for name in names if _IDENT_RE.match(name)})
+    return f"{_trie_ebnf(_trie(bare))} | {quoted}" if bare else quoted
 
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 
 
 def _qualifier_ebnf(tables: list[str]) -> str:
-    """`table_name | ident` as flat alternatives: the identifier forms, plus the table names
-    an identifier does not spell (bare names with other characters, quoted ones with a `"`
-    or a newline); the same words."""
+    """`table_name | ident` as flat alternatives: the identifier forms, plus the quoted table
+    names an identifier does not spell (with a `"` or a newline); the same words."""
     forms = list(_IDENT_FORMS)
-    bare = [name for name in tables if not _IDENT_RE.match(name.lower())]
     quoted = [name for name in tables if '"' in name or "\n" in name]
-    if bare:
-        forms.append(_trie_ebnf(_trie(sorted({name.lower() for name in bare}))))
     if quoted:
         forms.append(f'"\\"" {_trie_ebnf(_trie(sorted({name.lower() for name in quoted})))} "\\""')
     return " | ".join(forms)

@@ -18,8 +18,11 @@ and says, character by character, whether it is still on course to resolve in sq
   while a qualifier used before FROM is unbound or a bare column is in none of its tables;
 - after FROM (ON, WHERE, GROUP BY, HAVING, ORDER BY), a qualifier must be bound (in this scope
   or an enclosing one), its column must belong to its table, and a bare column must belong
-  to one of the tables in scope (or be a select-list alias), unless a subquery in FROM (whose
-  columns are unknown here) is in scope;
+  to one of the tables in scope (or be a select-list alias that is also a column of the
+  schema: the grammar reads another bare word only as a qualifier, which an alias is not),
+  unless a subquery in FROM (whose columns are unknown here) is in scope; an operand right
+  after "(" may start with SELECT only where the bracket is not a call's, and with DISTINCT
+  only in an aggregate's (count, sum, avg, total, group_concat), as in the grammar;
 - a keyword is never an alias or a qualifier; a quoted identifier (`"x"`, `` `x` ``, `[x]`)
   is a name in FROM and before `.`, elsewhere an opaque literal (Spider writes strings in
   double quotes); `Q."col"` is refused (only bare columns after a qualifier).
@@ -36,6 +39,9 @@ of grammars.sql_glue (None: none): a word with a blocked prefix must be a prefix
 exception. While FROM may not end, the words after an operand of ON (and after a FROM item)
 are a finite set without the FROM-ending keywords, chosen so that no beginning the grammar
 allows is stranded (`ON a = b ORD` is refused at the `D`, not at the end of ORDER).
+Never a dead end with the grammar: every word of a finite `word_set()` is one the grammar
+accepts whole at that point, or one the reader lets qualify (a bound name), so the word
+being typed can always end (tests/grammars/test_sql_dead_ends.py walks the two together).
 `signature()` is a hashable summary: equal signatures behave equally on every text (each
 scope's part is kept, with its hash, until the scope changes: most characters change none).
 
@@ -61,14 +67,24 @@ _SET_OPS = frozenset("union intersect except".split())
 _OPERAND_WORDS = frozenset("not null case cast exists".split())
 # after these keywords an operand (not an operator) comes next
 _STRICT_AFTER = frozenset("where on by having and or when then else between is distinct like glob".split())
-_AFTER_PAREN_WORDS = frozenset("select distinct".split())
+# the calls whose bracket may open with DISTINCT (grammars.sql's aggregates)
+_DISTINCT_CALLS = frozenset("count sum avg total group_concat".split())
+# `last` after "(": a call's bracket ("(f"; "(a": one that takes DISTINCT) or another ("(");
+# the keywords an operand may start with there besides _OPERAND_WORDS
+_PAREN_WORDS = {"(": frozenset(("select",)), "(a": frozenset(("distinct",)), "(f": frozenset()}
 _QUOTES = {'"': '"', "`": "`", "[": "]"}
 _ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
 # after an operand of ON while FROM may not end yet: the words the grammar allows there after
 # any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
 _ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
 _OPERAND_ENDS = frozenset(("null", "end"))
+MAX_CALL_DEPTH = 4  # calls (functions, CAST) open at once; gold Spider dev / BIRD mini-dev: 3
 _BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
+
+
+def _is_word(name: str) -> bool:
+    """Whether a bare word can spell `name` (lower case): an identifier."""
+    return bool(name) and name[0] not in "0123456789$" and all(ch in IDENT_CHARS for ch in name)
 
 
 class Hashed:
@@ -127,6 +143,11 @@ class SqlSchema:
         self.columns = {t.lower(): frozenset(c.lower() for c in cols) for t, cols in tables.items()}
         self.tables = frozenset(self.columns)
         self.all_columns = frozenset(c for cols in self.columns.values() for c in cols)
+        # the columns a bare word can spell (identifiers: the grammar quotes any other name),
+        # per table and all: a word set holding `low grade` would let `low` be typed, then
+        # strand it (the grammar goes on only with a space, the reader refuses the word `low`)
+        self.words = {t: frozenset(filter(_is_word, cols)) for t, cols in self.columns.items()}
+        self.all_words = frozenset(filter(_is_word, self.all_columns))
         self.functions = functions
         self._fits: dict[frozenset[str], frozenset[str]] = {}
         self.memo: dict[object, Any] = {}  # for the mask layer (its signature tables): shared by its matchers
@@ -135,10 +156,10 @@ class SqlSchema:
         self.operands: dict[tuple[object, ...], frozenset[str]] = {}
 
     def fitting_columns(self, required: frozenset[str]) -> frozenset[str]:
-        """Columns col such that some table has all of `required` and col."""
+        """Columns col (identifiers) such that some table has all of `required` and col."""
         hit = self._fits.get(required)
         if hit is None:
-            hit = frozenset().union(*(cols for cols in self.columns.values() if required <= cols))
+            hit = frozenset().union(*(self.words[t] for t, cols in self.columns.items() if required <= cols))
             self._fits[required] = hit
         return hit
 
@@ -146,13 +167,15 @@ class SqlSchema:
 class SqlScope:
     """Name-resolution state of one query being generated (see the module docstring)."""
 
-    __slots__ = ("schema", "scopes", "parens", "mode", "word", "word_set_at_start", "word_block_at_start",
+    __slots__ = ("schema", "scopes", "parens", "calls", "callee", "mode", "word", "word_set_at_start", "word_block_at_start",
                  "quoted", "pending", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
 
     def __init__(self, schema: SqlSchema) -> None:
         self.schema = schema
         self.scopes: list[_Scope] = []
         self.parens: list[bool] = []  # one per open "(": True when it holds a subquery
+        self.calls: list[str] = []  # one per open "(": the function it calls ("": none)
+        self.callee = ""  # the function name read last (its call's "(" may come next)
         self.mode = ""  # "" | "'" | '"' | "`" | "[" (inside a literal / quoted name)
         self.word = ""  # the identifier or number being typed (original case)
         self.word_set_at_start: frozenset[str] | None = None
@@ -161,7 +184,10 @@ class SqlScope:
         self.pending: str | None = None  # a closed quoted name waiting for its next character
         self.qual: str | None = None  # after `Q.`: the qualifier whose column comes next
         self.operand = True  # an operand (not an operator) is expected next
-        self.last = ""  # last non-space character outside words
+        # last non-space character outside words; "w" / "k" after a name / keyword, "a" / "f"
+        # after a function name (an aggregate taking DISTINCT / another), "(a" / "(f" after
+        # such a call's "("
+        self.last = ""
         self.ended = False  # `;` seen
         self.as_pending = False  # `AS` seen outside FROM: the next word is an alias or a type
         self.touched = False  # a closed quoted name's text was consulted (see `feed`)
@@ -175,6 +201,7 @@ class SqlScope:
         new.scopes = list(self.scopes)  # shared: the top is copied on its first mutation (_mut)
         new._owned = self._owned = False
         new.parens = list(self.parens)
+        new.calls, new.callee = list(self.calls), self.callee
         new.mode, new.word, new.word_set_at_start = self.mode, self.word, self.word_set_at_start
         new.word_block_at_start = self.word_block_at_start
         new.quoted, new.pending, new.qual = self.quoted, self.pending, self.qual
@@ -183,7 +210,8 @@ class SqlScope:
         return new
 
     def signature(self) -> tuple[object, ...]:
-        return (tuple(s.key() for s in self.scopes), tuple(self.parens), self.mode, self.word.lower(),
+        return (tuple(s.key() for s in self.scopes), tuple(self.parens), tuple(self.calls), self.callee,
+                self.mode, self.word.lower(),
                 self.quoted.lower(), self.pending, self.qual, self.operand, self.last, self.ended, self.as_pending)
 
     # -- text ---------------------------------------------------------------------------
@@ -228,7 +256,9 @@ class SqlScope:
             return None if not blocked else frozenset(words)
         if scope.clause in ("on", "after") and self.operand and not scope.compound:
             visible = self._visible()
-            key = (tuple(visible.items()), frozenset(scope.aliases) if scope.aliases else None, self.last == "(")
+            key = (tuple(visible.items()), frozenset(scope.aliases) if scope.aliases else None,
+                   self.last if self.last in _PAREN_WORDS else "", sum(1 for call in self.calls if call),
+                   self.calls[-1] if self.calls and self.last in ("(a", "(f") else "")
             memo = self.schema.operands
             hit = memo.get(key)
             if hit is not None:
@@ -240,18 +270,21 @@ class SqlScope:
         return None
 
     def _operand_words(self, scope: _Scope, visible: dict[str, str | None]) -> frozenset[str]:
-        """word_set at an operand after FROM: the names in scope (their columns), select-list
-        aliases, functions, the words that start an operand (and SELECT after "(")."""
-        names = set(visible)
+        """word_set at an operand after FROM: the names in scope (their columns), the
+        select-list aliases that are columns of the schema, functions, the words that start an
+        operand, and SELECT after a bracket that is not a call's, DISTINCT after an aggregate's.
+        Only words the grammar accepts here whole: a word it reads only as a qualifier
+        (`cnt.x`) that the reader refuses to qualify (`cnt` not bound) would be a dead end."""
+        names = set(filter(_is_word, visible))  # a quoted table's own name may hold a space
         tables = [t for t in visible.values()]
         if any(t is None for t in tables):
-            names |= self.schema.all_columns
+            names |= self.schema.all_words
         else:
             for table in tables:
-                names |= self.schema.columns.get(table or "", frozenset())
-        names |= scope.aliases | self.schema.functions | _OPERAND_WORDS
-        if self.last == "(":
-            names |= _AFTER_PAREN_WORDS
+                names |= self.schema.words.get(table or "", frozenset())
+        names |= (scope.aliases & self.schema.all_words) | (_OPERAND_WORDS - {"cast"})
+        names |= {f for f in self.schema.functions | {"cast"} if self._may_call(f, self.last)}
+        names |= _PAREN_WORDS.get(self.last, frozenset())
         return frozenset(names)
 
     def word_block(self) -> sql_glue.Block | None:
@@ -318,20 +351,21 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if scope is None:
             return None
+        words = self.schema.words
         if scope.clause != "select" and qual in scope.bound:
             table = scope.bound[qual]
-            return None if table is None else self.schema.columns.get(table, frozenset())
+            return None if table is None else words.get(table, frozenset())
         outer, table = self._outer_binding(qual)
         if scope.clause != "select":  # after FROM: the qualifier is bound in an outer scope
             if not outer or table is None:
                 return None
-            return self.schema.columns.get(table, frozenset())
+            return words.get(table, frozenset())
         choices = self.schema.fitting_columns(scope.refs.get(qual, frozenset()))
         if outer:
             if table is None:
                 return None
             if scope.refs.get(qual, frozenset()) <= self.schema.columns.get(table, frozenset()):
-                choices = choices | self.schema.columns.get(table, frozenset())
+                choices = choices | words.get(table, frozenset())
         return choices
 
     def _resolved(self, scope: _Scope) -> bool:
@@ -417,7 +451,7 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if ch == ".":
             return True  # a qualifier's dot (the qualifier was read) or a decimal point
-        self.last = ch
+        last, self.last = self.last, ch
         if self.qual is not None:
             qual, self.qual = self.qual, None
             if ch != "*":
@@ -434,7 +468,9 @@ class SqlScope:
             self.mode = "'"
             return True
         if ch == "(":
+            self.last = {"a": "(a", "f": "(f"}.get(last, "(")
             self.parens.append(False)
+            self.calls.append(self.callee if self.last != "(" else "")
             self.operand = True
             if scope is not None and scope.clause == "from" and scope.slot == "table":
                 self._mut().slot = "sub_open"
@@ -442,6 +478,7 @@ class SqlScope:
         if ch == ")":
             if not self.parens:
                 return True
+            self.calls.pop()
             if self.parens.pop():
                 if not self._end_from():
                     return False
@@ -527,11 +564,22 @@ class SqlScope:
         words = self.word_set_at_start
         self.operand = False
         if low in self.schema.functions:
-            return True
+            self.last = "a" if low in _DISTINCT_CALLS else "f"  # a call's bracket comes next
+            self.callee = low
+            return self._may_call(low, last)
         if scope.clause == "select":
             self._mut().bare.add(low)
             return True
         return words is None or low in words
+
+    def _may_call(self, function: str, last: str) -> bool:
+        """Whether a call of `function` may start here (`last`: before its name): fewer than
+        MAX_CALL_DEPTH calls open, and not the first operand of a call of the same function
+        (`UPPER(UPPER(`: no query needs it; a greedy loop does)."""
+        calls = [call for call in self.calls if call]
+        if len(calls) >= MAX_CALL_DEPTH:
+            return False
+        return not (last in ("(a", "(f") and self.calls and self.calls[-1] == function)
 
     def _from_name(self, low: str, *, quoted: bool = False) -> bool:
         """A name in the innermost FROM: a table, or the alias of the item before it."""
@@ -573,6 +621,9 @@ class SqlScope:
             self.last = "k"
             return True
         self.last = "w" if low in _OPERAND_ENDS else "k"  # NULL / END close an operand, as a name does
+        if low == "cast":  # a call as far as nesting goes
+            self.last, self.callee = "f", low
+            return self._may_call(low, last)
         if low == "as":
             if (scope is not None and depth == scope.depth and scope.clause == "from"
                     and scope.slot in ("after_table", "after_sub")):

@@ -77,7 +77,7 @@ def test_scope_reader_rules() -> None:
     tables = {"singer": ["id", "name"], "song": ["id", "title", "singer_id"]}
     ok = ["SELECT T2.title FROM singer AS T1 JOIN song AS T2 ON T1.id = T2.singer_id",
           "SELECT name FROM singer WHERE id IN (SELECT singer_id FROM song AS s WHERE s.title = 'x')",
-          "SELECT count(*) AS n FROM singer GROUP BY name ORDER BY n DESC",
+          "SELECT count(*) AS id FROM singer GROUP BY name ORDER BY id DESC",  # an alias that is a column
           "SELECT singer.name FROM singer", "SELECT x.id FROM (SELECT id FROM song) AS x",
           "SELECT name FROM singer UNION SELECT title FROM song ORDER BY name"]
     for query in ok:
@@ -88,7 +88,9 @@ def test_scope_reader_rules() -> None:
            "SELECT T9.name FROM singer AS T1 WHERE": "singer AS T1 W",  # T9 never bound, FROM ends
            "SELECT name FROM singer AS T1 WHERE T2.id = 1": "WHERE T2",  # not a bound qualifier
            "SELECT name FROM song": "FROM song",  # bare `name` in no FROM table (it cannot end)
-           "SELECT singer.name FROM singer AS s WHERE": "AS s W"}  # an aliased table loses its name
+           "SELECT singer.name FROM singer AS s WHERE": "AS s W",  # an aliased table loses its name
+           # a bare alias that is no column: the grammar reads `n` only as a qualifier (`n.x`)
+           "SELECT count(*) AS n FROM singer GROUP BY name ORDER BY n DESC": "ORDER BY n "}
     for query, prefix in bad.items():
         at = _refused_at(query, tables)
         assert at is not None and query[: at + 1].endswith(prefix) or (
