@@ -13,8 +13,6 @@
     syncode Lark grammar, read from the shared path); the schema-aware grammar refuses
     queries whose table or a column was renamed to a name outside the schema.
 `--quick` samples each part (a few schemas per file/category) to run in under a minute.
-If README.md has `<!-- conformance:begin -->` / `<!-- conformance:end -->` markers, the
-region between them is replaced by the tables.
 """
 
 from __future__ import annotations
@@ -275,14 +273,6 @@ def main(argv: list[str] | None = None) -> int:
     text = "# Grammar conformance\n\n" + body + "\n"
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
-    readme = ROOT / "README.md"
-    if readme.exists():
-        content = readme.read_text()
-        begin, end = "<!-- conformance:begin -->", "<!-- conformance:end -->"
-        if begin in content and end in content:
-            head, rest = content.split(begin, 1)
-            _, tail = rest.split(end, 1)
-            readme.write_text(f"{head}{begin}\n{body}\n{end}{tail}")
     print(text)
     return 0
 

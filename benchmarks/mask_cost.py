@@ -39,7 +39,7 @@ drafter row and before the first verify row of a step), as a model forward betwe
 fills does to the CPU caches: a forward streams the weights (GBs) through them, and the
 fill after it finds its tables in memory, not cache. Take N above the last-level cache.
 Without it every walk runs with warm caches, which serving never has (measured on Zen 4,
-README "Mask cost as served").
+docs/json-schema.md "Mask cost").
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
     """Fill times at every position of each case's valid output. `warm`: each grammar first
     walks the same output once, untimed, so what a backend builds lazily per compiled grammar
     (llguidance's lexer states) exists before timing: the steady state of a schema the
-    server has already served (on Zen 3 it read no lower than cold; README). `evict`: run
+    server has already served (on Zen 3 it read no lower than cold). `evict`: run
     before each timed fill."""
     from grammars import GrammarError, spec_from_request
 

@@ -7,7 +7,7 @@ plain target steps, where h_j is the request's depth-wise acceptance
 a weak prior, depths never reached extrapolated from the one above). With i.i.d. acceptance
 this is Leviathan et al.'s geometric model; where acceptance is bursty (a step that got past
 its first drafts goes on) it values long K as it should (on the real pair the measured
-acceptance is nearly flat by depth: README, "Why adaptive K erred short"). `alpha` is the
+acceptance is nearly flat by depth: docs/speculation.md, "Adaptive K"). `alpha` is the
 pooled i.i.d. estimate, kept for reporting. `shared` (an engine-wide `DepthAcceptance` for this drafter kind,
 `engine.acceptance_model.AcceptancePriors`): its hazards are the request's prior and every
 observed step feeds it, so a request starts from the pair's acceptance, not a generic 0.6

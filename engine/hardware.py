@@ -4,7 +4,7 @@ Contract: `cpu_info()` reads `/proc/cpuinfo` (Linux; elsewhere `platform.process
 flags) once per process; `choose_dtype(requested, device, info)` resolves `"auto"` to a
 concrete torch dtype name and returns the reason with it, so the gateway can log it.
 
-The rule (measured, see README "Forward cost table"): multi-token forwards (prefill and
+The rule (measured, see docs/speculation.md "Dtype"): multi-token forwards (prefill and
 speculative verify) in bfloat16 are only cheap where the CPU multiplies bf16 natively
 (x86 `avx512_bf16` or `amx_bf16`, Arm `bf16`): torch then runs them through oneDNN's bf16
 kernels. Without it, torch's bf16 matmul falls back to a scalar-converting kernel whose cost

@@ -2,7 +2,7 @@
 llama.cpp (`engine.llama_cpp_model`).
 
 `choose_kernels(requested, *, device, models, info=None)` resolves "auto" and returns the
-reason with it, so the gateway can log it. The rule, measured (README "llama.cpp kernels",
+reason with it, so the gateway can log it. The rule, measured (docs/speculation.md "Kernels",
 `python -m benchmarks.forward_cost --options llama-cpp,bf16,bf16-avx2,fp32-avx2`): llama.cpp
 on the registered models' Q4_K_M GGUFs decodes several times faster than torch in any dtype
 (one token, one thread, loaded machine: 79-133 ms against 607 ms bf16), but its multi-token
@@ -24,7 +24,7 @@ ms here, measured in one bench run), its distribution q may be any distribution 
 changing the output law, and the draft's catch-up prefill (slower on llama.cpp: 12.8 against
 3.8 ms per token) is priced by the cost model and paid off the time-to-first-token path. With
 a torch target on this native-bf16 CPU that raised decode speed-up over no speculation from
-1.55/1.69/1.88 to 1.88/1.80/2.00 on json/tools/chat (README "llama.cpp kernels").
+1.55/1.69/1.88 to 1.88/1.80/2.00 on json/tools/chat (docs/speculation.md "Kernels").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ distributions are computed.
 sampling parameters (temperature, top-k, top-p, min-p) and vocabulary limit; the decoder calls
 it on the target's logits (p) and the model drafter on the draft's logits (q), with the same
 mask rows, so q and p come from the same function with the same parameters by construction
-(the README's invariant). `one_hot(token_ids)` is q for model-free or argmax drafts.
+(docs/architecture.md, the invariant). `one_hot(token_ids)` is q for model-free or argmax drafts.
 Pure torch; knows nothing of models or grammars.
 """
 

@@ -10,7 +10,7 @@ prints the SQL, the server's sqlite verdict (the choice's `sql` field: valid / s
 error / attempts) and the rows the query returns on a database filled with seeded random
 rows (benchmarks.text2sql: types and foreign keys kept, the query's literals included).
 `--retry` asks for the opt-in retry policy (`on_invalid: "retry"`): the server generates
-again until sqlite accepts the answer (this changes the output law; see README).
+again until sqlite accepts the answer (this changes the output law; see docs/sql.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Writing the results: the JSON document and the markdown table the README embeds.
+"""Writing the results: the JSON document and the markdown table the docs link.
 
 JSON: `{"results": [row, ...], "sweeps": {"k": [row, ...], "temperature": [row, ...]},
 "machine": {...}, "settings": {...}, "unavailable": {config: reason}}` where each row has

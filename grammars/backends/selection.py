@@ -12,7 +12,7 @@ Contract:
   grammars.json_ref_siblings cannot resolve, lookarounds), so auto
   refuses only what both refuse; every other kind goes to xgrammar alone (SQL, tools,
   EBNF/Lark, regex, choice and `json_object` compile fast there and its masks are cheap). Measured, per category, by
-  `python -m benchmarks.schema_coverage` (README "Grammars on real-world schemas").
+  `python -m benchmarks.schema_coverage` (docs/json-schema.md "Coverage on real-world schemas").
 
 Knows nothing of caching, timeouts, sampling or HTTP.
 """
@@ -37,7 +37,8 @@ def auto_backends(spec: GrammarSpec) -> tuple[str, ...]:
 def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: Any,
                  max_whitespace: int, max_threads: int = 2,
                  allow_extra_properties: bool = False, property_order: str = "schema",
-                 vocabulary: TokenizerVocabulary | None = None) -> Any:
+                 vocabulary: TokenizerVocabulary | None = None,
+                 json_whitespace: str = "conventional") -> Any:
     vocabulary = vocabulary if vocabulary is not None else TokenizerVocabulary(tokenizer)
     if name == "xgrammar":
         from grammars.backends.xgrammar_backend import XGrammarBackend
@@ -46,6 +47,7 @@ def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: 
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
             max_whitespace=max_whitespace, max_threads=max_threads,
             allow_extra_properties=allow_extra_properties, vocabulary=vocabulary,
+            json_whitespace=json_whitespace,  # type: ignore[arg-type]
         )
     if name == "llguidance":
         from grammars.backends.llguidance_backend import LLGuidanceBackend
@@ -54,6 +56,7 @@ def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: 
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
             max_whitespace=max_whitespace, allow_extra_properties=allow_extra_properties,
             property_order=property_order, vocabulary=vocabulary,  # type: ignore[arg-type]
+            json_whitespace=json_whitespace,  # type: ignore[arg-type]
         )
     if name == "outlines":
         from grammars.backends.outlines_backend import OutlinesBackend

@@ -3,7 +3,7 @@ concurrent streaming clients, 36 requests mixing JSON-schema, tool and free-text
 up mid-stream. Every request is completed, refused with an error, or dropped by its client;
 none is lost or duplicated; the engine holds nothing afterwards and the RSS returns to its
 baseline. Prints requests/s, p50/p99 latency and TTFT, and the RSS figures. The larger run
-is `python -m benchmarks.load` against `specgate serve` (README "Reliability")."""
+is `python -m benchmarks.load` against `specgate serve` (docs/benchmarks.md "Load")."""
 
 from __future__ import annotations
 
