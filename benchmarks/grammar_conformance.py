@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.common import DATA, RESULTS_DIR, ROOT, SHARED, percentile
+from benchmarks.common import DATA, RESULTS_DIR, SHARED, percentile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

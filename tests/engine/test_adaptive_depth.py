@@ -3,8 +3,8 @@ is bursty and the geometric model's K where it is i.i.d.
 
 Synthetic, seeded acceptance: i.i.d. (each draft accepted with alpha) and bursty (each step
 is either "in step", every draft accepted with 0.98, or not, 0.3: the hazard rises with depth
-as in structured output). Costs: the bf16-native EPYC of benchmarks/results/
-docs/speculation.md (flat verify to 3 tokens, draft 0.40 of a plain step)."""
+as in structured output). Costs: a bf16-native EPYC's,
+measured (docs/speculation.md: flat verify to 3 tokens, draft 0.40 of a plain step)."""
 
 from __future__ import annotations
 
