@@ -14,7 +14,7 @@ Contract:
   keeps running in its worker thread but its result is discarded, never half-used.
 - `compile_async(spec)` does the same in a worker thread, keeping the event loop free.
 - The cache key is (tokenizer fingerprint, backend, vocab_size, stop ids, max_whitespace,
-  allow_extra_properties, property_order, spec); entries are evicted least-recently-used once their summed size passes
+  allow_extra_properties, property_order, json_whitespace, spec); entries are evicted least-recently-used once their summed size passes
   `cache_bytes`; `cache_info()` reports hits, misses, entries and bytes. A grammar larger
   than the whole budget is returned but not cached.
 - With a `disk_cache` (grammars.disk_cache; `enable_disk_cache(directory, max_bytes=)`),
@@ -24,6 +24,8 @@ Contract:
   written there (backends with `serialize`/`deserialize`: xgrammar, llguidance; SQL
   grammars with a whitespace cap are not written). A corrupt file is a miss (recompiled).
   `CompiledGrammar.from_disk` says which happened.
+- `json_whitespace` is where JSON may put whitespace (grammars.json_layout):
+  "conventional" (default: never before `,` / `:`) or "flexible" (between any two tokens).
 - `vocab_size` is the model's logits width (151,936 for Qwen2.5); mask rows have
   ceil(vocab_size/32) int32 words and ids the tokenizer lacks are never allowed.
 
@@ -48,6 +50,7 @@ from typing import Any, Literal
 from grammars.backends.selection import BACKENDS, auto_backends, make_backend
 from grammars.disk_cache import DiskGrammarCache
 from grammars.errors import GrammarError
+from grammars.json_layout import DEFAULT_JSON_WHITESPACE, JsonWhitespace, check_json_whitespace
 from grammars.json_object_rules import PROPERTY_ORDERS, PropertyOrder
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
@@ -143,6 +146,7 @@ class GrammarCompiler:
         allow_extra_properties: bool = False,
         property_order: PropertyOrder = "schema",
         disk_cache: DiskGrammarCache | None = None,
+        json_whitespace: JsonWhitespace = DEFAULT_JSON_WHITESPACE,
     ) -> None:
         if cache_bytes < 0 or compile_timeout_s <= 0 or max_whitespace < 0:
             raise ValueError("cache_bytes, compile_timeout_s and max_whitespace must be positive")
@@ -164,6 +168,7 @@ class GrammarCompiler:
         if property_order not in PROPERTY_ORDERS:
             raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}")
         self.property_order = property_order
+        self.json_whitespace = check_json_whitespace(json_whitespace)
         self.disk_cache = disk_cache
         self.fingerprint = tokenizer_fingerprint(tokenizer, self.vocab_size, self.stop_token_ids)
         if backend not in BACKENDS:
@@ -177,6 +182,7 @@ class GrammarCompiler:
             "max_whitespace": max_whitespace, "max_threads": max_threads,
             "allow_extra_properties": allow_extra_properties,
             "property_order": property_order,
+            "json_whitespace": self.json_whitespace,
         }
         self._backends: dict[str, Any] = {}
         self._backend_lock = threading.Lock()
@@ -209,6 +215,7 @@ class GrammarCompiler:
         return DiskGrammarCache.key(
             self.fingerprint, self.vocab_size, self.stop_token_ids, self.max_whitespace,
             self.allow_extra_properties, self.property_order, TRANSLATION_VERSION, name,
+            self.json_whitespace,
             _library_version(self._get_backend(name)), spec)
 
     def _from_disk(self, name: str, spec: GrammarSpec) -> tuple[Any, int] | None:
@@ -248,7 +255,8 @@ class GrammarCompiler:
 
     def _key(self, spec: GrammarSpec) -> tuple[Any, ...]:
         return (self.fingerprint, self.backend_name, self.vocab_size, self.stop_token_ids,
-                self.max_whitespace, self.allow_extra_properties, self.property_order, spec)
+                self.max_whitespace, self.allow_extra_properties, self.property_order,
+                self.json_whitespace, spec)
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         if not isinstance(spec, GrammarSpec):

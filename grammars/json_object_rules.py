@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from grammars.json_fold import value_key
+from grammars.json_layout import JsonWhitespace, check_json_whitespace
 from grammars.json_schema import resolve_ref
 from grammars.json_search_strings import sliceable_twin
 
@@ -145,8 +146,12 @@ class _ObjectView:
 class _Rules:
     def __init__(self, root: Any, *, property_order: PropertyOrder,
                  json_options: dict[str, Any],
-                 satisfiable: Callable[[dict[str, Any]], bool] | None) -> None:
+                 satisfiable: Callable[[dict[str, Any]], bool] | None,
+                 whitespace: JsonWhitespace = "flexible") -> None:
         self.root = root
+        self.conventional = whitespace == "conventional"
+        self.gap = "" if self.conventional else "WS? "  # before "," and ":"
+        self.any_value = False  # the free-form value rules are needed
         self.satisfiable = satisfiable
         self.order = property_order
         self.json_options = json_options
@@ -283,6 +288,8 @@ class _Rules:
 
     def _changes(self, view: _ObjectView) -> bool:
         """Whether this object's language here differs from the JSON compiler's."""
+        if self.conventional:  # its whitespace does
+            return True
         if self.order == "any" and len(view.names) >= 2:
             return True
         return view.extra is not None and bool(view.names)
@@ -323,7 +330,9 @@ class _Rules:
             result = self._changes(view) or any(self.converts(s) for s in inner + (
                 view.extra or []))
         elif (items := self._array_items(sub)) is not None:
-            result = self.converts(items)
+            result = self.conventional or self.converts(items)
+        elif self.conventional and not _meaning(sub):  # any value
+            result = True
         elif (branches := self._union(sub)) is not None:
             result = any(self.converts(b) for b in branches)
         elif self._literals(sub) is not None or self._twin(sub) is not None:
@@ -348,12 +357,14 @@ class _Rules:
             self.keep.append(merged)
             return self.leaf(merged)
         if not schemas:
-            return self.leaf({})
+            return self._any() if self.conventional else self.leaf({})
         sub = self._deref(schemas[0])
         if sub is False:
             return None
         if not isinstance(sub, dict) or not self.converts(sub):
             return self.leaf(schemas[0])
+        if self.conventional and not _meaning(sub):
+            return self._any()
         if id(sub) in self.names:
             return self.names[id(sub)]
         name = f"r{len(self.names)}"
@@ -364,7 +375,8 @@ class _Rules:
         elif (items := self._array_items(sub)) is not None:
             self._array(name, sub, items)
         elif (values := self._literals(sub)) is not None:
-            self.lines.append(f"{name}: {' | '.join(map(_literal, values)) or 'NOTHING'}")
+            written = [_literal(v, gap=self.gap) for v in values]
+            self.lines.append(f"{name}: {' | '.join(written) or 'NOTHING'}")
         elif (twin := self._twin(sub)) is not None:
             original = self.leaf(sub)
             second = self.leaf(twin) if original is not None else None
@@ -375,6 +387,11 @@ class _Rules:
             alternatives = [b for b in branches if b is not None]
             self.lines.append(f"{name}: {' | '.join(alternatives) or 'NOTHING'}")
         return name
+
+    def _any(self) -> str:
+        """Any JSON value, objects and arrays as rules (`ANY_VALUE_RULES`)."""
+        self.any_value = True
+        return "json_any"
 
     def leaf(self, sub: Any) -> str | None:
         """`%json { sub }`, or None when `satisfiable` says no value satisfies `sub` (the
@@ -428,8 +445,8 @@ class _Rules:
             condition = self._member_condition(view, bits, set(values), index)
             conditions.append(condition)
             if condition != _FALSE:
-                members.append(f'{key} WS? ":" WS? {value} WS? {name}_tail::set_bit({index})'
-                               f" %if {condition}")
+                members.append(f'{key} {self.gap}":" WS? {value} {self.gap}'
+                               f"{name}_tail::set_bit({index}) %if {condition}")
         if view.extra is not None:
             extra = self.value(view.extra)
             if extra is not None:
@@ -437,7 +454,7 @@ class _Rules:
                 excluded = " | ".join(_key_literal(n) for n in view.names)
                 self.lines.append(f"{key_name}: {_KEY_REGEX}"
                                   + (f" & ~({excluded})" if excluded else ""))
-                members.append(f'{key_name} WS? ":" WS? {extra} WS? {name}_tail::_')
+                members.append(f'{key_name} {self.gap}":" WS? {extra} {self.gap}{name}_tail::_')
                 conditions.append(_TRUE)
         close = f'"}}" %if {_end_condition(view, bits)}'
         self.lines.append(f'{name}: "{{" WS? {name}_body::0x0')
@@ -446,7 +463,9 @@ class _Rules:
         if members:
             self.lines.append(f"{name}_member::_ : " + "\n    | ".join(members))
             # a comma only where some member may follow it (no dead end after a comma)
-            self.lines.append(f'{name}_tail::_ : {close} | "," WS? {name}_member::_ '
+            # conventional: whitespace after a member only before the closing brace
+            closing = f"WS? {close}" if self.conventional else close
+            self.lines.append(f'{name}_tail::_ : {closing} | "," WS? {name}_member::_ '
                               f"%if {_any(conditions)}")
 
     def _member_condition(self, view: _ObjectView, bits: dict[str, int], usable: set[int],
@@ -491,7 +510,7 @@ class _Rules:
         if item is None:
             self.lines.append(f"{name}: {empty if low == 0 else 'NOTHING'}")
             return
-        more = f'(WS? "," WS? {item})'
+        more = f'({self.gap}"," WS? {item})'
         lower = max(low - 1, 0)
         repeat = f"{{{lower},}}" if high is None else f"{{{lower},{high - 1}}}"
         filled = f'"[" WS? {item} {more}{repeat} WS? "]"'
@@ -534,15 +553,18 @@ def _number_spellings(value: int | float) -> str:
     return f"/{spellings}|{re.escape(text)}/"
 
 
-def _literal(value: Any) -> str:
-    """A lark expression for the JSON value `value`, whitespace between its tokens."""
+def _literal(value: Any, *, gap: str = "WS? ") -> str:
+    """A lark expression for the JSON value `value`, whitespace between its tokens (`gap`
+    before `,` and `:`: "WS? " or nothing)."""
     if isinstance(value, dict):
-        members = [f"{_key_literal(k)} WS? \":\" WS? "
-                   f"{_literal(v)}" for k, v in value.items()]
-        return '("{" WS? ' + ' WS? "," WS? '.join(members) + (" WS?" if members else "") + ' "}")'
+        members = [f"{_key_literal(k)} {gap}\":\" WS? "
+                   f"{_literal(v, gap=gap)}" for k, v in value.items()]
+        return ('("{" WS? ' + f' {gap}"," WS? '.join(members) + (" WS?" if members else "")
+                + ' "}")')
     if isinstance(value, list):
-        items = [_literal(v) for v in value]
-        return '("[" WS? ' + ' WS? "," WS? '.join(items) + (" WS?" if items else "") + ' "]")'
+        items = [_literal(v, gap=gap) for v in value]
+        return ('("[" WS? ' + f' {gap}"," WS? '.join(items) + (" WS?" if items else "")
+                + ' "]")')
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return _number_spellings(value)
     return _lark_literal(json.dumps(value, ensure_ascii=False))
@@ -583,6 +605,13 @@ def _key_literal(name: str) -> str:
 
 
 _TRUE, _FALSE = "true", "not(true)"
+
+# any JSON value in the conventional layout (whitespace after `{ [ , :` and before `} ]`)
+ANY_VALUE_RULES = """json_any: json_any_object | json_any_array | %json {scalar}
+json_any_object: "{{" WS? "}}" | "{{" WS? json_any_member ("," WS? json_any_member)* WS? "}}"
+json_any_member: %json {key} ":" WS? json_any
+json_any_array: "[" WS? "]" | "[" WS? json_any ("," WS? json_any)* WS? "]"
+"""
 
 
 def _tree(function: str, conditions: list[str]) -> str:
@@ -626,18 +655,23 @@ def _end_condition(view: _ObjectView, bits: dict[str, int]) -> str:
 
 def object_rules_grammar(
         schema: Any, *, property_order: PropertyOrder, json_options: dict[str, Any],
-        satisfiable: Callable[[dict[str, Any]], bool] | None = None) -> str | None:
+        satisfiable: Callable[[dict[str, Any]], bool] | None = None,
+        whitespace: JsonWhitespace = "flexible") -> str | None:
     """The lark grammar for `schema` with its objects as parametric rules, or None when the
     JSON compiler's grammar says the same (or these rules cannot say it). `satisfiable`,
     when given, is asked of every `%json` leaf: a leaf no value satisfies is left out (a
-    member that cannot be written), as the JSON compiler leaves out such members."""
+    member that cannot be written), as the JSON compiler leaves out such members.
+    `whitespace="conventional"` (grammars.json_layout): every object and array these rules
+    read becomes a rule, none with whitespace before `,` or `:`, and free-form values too
+    (`ANY_VALUE_RULES`); what they do not read stays a leaf with the leaves' whitespace."""
+    check_json_whitespace(whitespace)
     if property_order not in PROPERTY_ORDERS:
         raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, not "
                          f"{property_order!r}")
     if not isinstance(schema, dict):
         return None
     rules = _Rules(schema, property_order=property_order, json_options=json_options,
-                   satisfiable=satisfiable)
+                   satisfiable=satisfiable, whitespace=whitespace)
     if not rules.converts(schema):
         return None
     start = rules.value([schema])
@@ -646,4 +680,9 @@ def object_rules_grammar(
     if rules.leaf_chars > _GROWTH_LIMIT * len(json.dumps(schema)) + 64 * 1024:
         return None
     head = ["start: " + start, r"WS: /[\x20\x0A\x0D\x09]+/", "NOTHING: \"a\" & \"b\""]  # no string
+    if rules.any_value:
+        scalar = json.dumps({"x-guidance": json_options,
+                             "type": ["string", "number", "boolean", "null"]})
+        key = json.dumps({"x-guidance": json_options, "type": "string"})
+        head.append(ANY_VALUE_RULES.format(scalar=scalar, key=key))
     return "\n".join(head + rules.lines) + "\n"

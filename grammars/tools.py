@@ -110,7 +110,8 @@ def _tool_entry(tool: Any, index: int) -> dict[str, Any]:
 
 
 def structural_tag(spec: GrammarSpec, *, max_whitespace: int,
-                   schemas: list[Any] | None = None) -> dict[str, Any]:
+                   schemas: list[Any] | None = None,
+                   argument_grammars: list[str] | None = None) -> dict[str, Any]:
     """The xgrammar structural tag (a JSON-able dict) for a "tools" spec.
 
     "required" and "named": tagged calls only, separated by a newline. "auto": free text in
@@ -118,11 +119,15 @@ def structural_tag(spec: GrammarSpec, *, max_whitespace: int,
     naming a listed tool, see grammars.tool_calls); from there the call's arguments follow
     the tool's schema, and after the call the text is free again (no more text or calls
     with `parallel_tool_calls: false`). `schemas` replaces each tool's parameters schema (in
-    order) by the backend's own reading of it."""
+    order) by the backend's own reading of it; `argument_grammars` (in order) gives each
+    tool's arguments as xgrammar EBNF instead (a whitespace layout, grammars.json_layout)."""
     config = spec.source_json
     if schemas is not None:
         config = {**config, "tools": [{**entry, "parameters": schema}
                                       for entry, schema in zip(config["tools"], schemas, strict=True)]}
+    if argument_grammars is not None:
+        config = {**config, "tools": [{**entry, "arguments_grammar": grammar} for entry, grammar
+                                      in zip(config["tools"], argument_grammars, strict=True)]}
     tagged = [_tagged_call(entry, max_whitespace) for entry in config["tools"]]
     if config["mode"] != "auto":
         calls = {"type": "tags_with_separator", "tags": tagged, "separator": CALL_SEPARATOR,
@@ -137,6 +142,8 @@ def structural_tag(spec: GrammarSpec, *, max_whitespace: int,
 
 
 def _arguments(entry: dict[str, Any], max_whitespace: int) -> dict[str, Any]:
+    if "arguments_grammar" in entry:
+        return {"type": "grammar", "grammar": entry["arguments_grammar"]}
     return {"type": "json_schema", "json_schema": entry["parameters"],
             "max_whitespace_cnt": max_whitespace}
 

@@ -15,6 +15,10 @@ xgrammar backend does:
 - then what llguidance would have to intersect with a `$ref` is resolved first
   (grammars.json_ref_siblings): it cannot when the `$ref` is recursive, and refused such
   schemas (WashingtonPost's took 20-23 s on auto's xgrammar fallback);
+- whitespace goes where `json_whitespace` says (grammars.json_layout): "conventional" (the
+  default) writes objects, arrays and free-form values as the lark rules below, with no
+  whitespace before `,` / `:`, since llguidance's own JSON whitespace is a lexer skip that
+  comes before separators too; "flexible" is that skip;
 - whitespace runs are bounded at `max_whitespace` characters of `[ \\t\\n\\r]` by a
   WhitespaceCap on the matcher (llguidance repeats its whitespace lexeme without bound, so
   its own pattern cannot bound a gap; vLLM #38696); the cap also bounds runs of spaces
@@ -62,6 +66,7 @@ import torch
 from grammars.errors import GrammarError
 from grammars.json_closure import close_unlisted
 from grammars.json_formats import FORMAT_PATTERNS, formats_as_patterns
+from grammars.json_layout import DEFAULT_JSON_WHITESPACE, JsonWhitespace
 from grammars.json_object_rules import PROPERTY_ORDERS, PropertyOrder, object_rules_grammar
 from grammars.json_ref_siblings import resolve_ref_siblings
 from grammars.json_schema import check_refs_local, open_memberless
@@ -170,11 +175,13 @@ class LLGuidanceBackend:
         allow_extra_properties: bool = False,
         property_order: PropertyOrder = "schema",
         vocabulary: TokenizerVocabulary | None = None,
+        json_whitespace: JsonWhitespace = DEFAULT_JSON_WHITESPACE,
     ) -> None:
         if property_order not in PROPERTY_ORDERS:
             raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}")
         self.vocab_size = vocab_size
         self.property_order = property_order
+        self.json_whitespace = json_whitespace
         self.stop_token_ids = tuple(stop_token_ids)
         self.max_whitespace = max_whitespace
         self.allow_extra_properties = allow_extra_properties
@@ -203,6 +210,10 @@ class LLGuidanceBackend:
         """The llguidance grammar (serialized) for `spec`; GrammarError if it cannot be built."""
         kind = spec.kind
         if kind == "json_object":
+            if self.json_whitespace == "conventional":
+                rules = self._object_rules({"type": "object"})
+                if rules is not None:
+                    return rules
             return str(llguidance.LLMatcher.grammar_from_json_schema(
                 {"type": "object"}, defaults=self._json_options))  # type: ignore[arg-type]
         if kind == "json_schema":
@@ -238,7 +249,8 @@ class LLGuidanceBackend:
         (that narrower grammar is then used). A leaf no value satisfies makes llguidance
         refuse the whole grammar: then the rules are written again leaving such leaves out."""
         rules = object_rules_grammar(schema, property_order=self.property_order,
-                                     json_options=self._json_options)
+                                     json_options=self._json_options,
+                                     whitespace=self.json_whitespace)
         if rules is None:
             return None
         grammar = str(llguidance.LLMatcher.grammar_from_lark(rules))
@@ -246,7 +258,8 @@ class LLGuidanceBackend:
         if error and "Unsatisfiable" in error:
             rules = object_rules_grammar(schema, property_order=self.property_order,
                                          json_options=self._json_options,
-                                         satisfiable=_satisfiable)
+                                         satisfiable=_satisfiable,
+                                         whitespace=self.json_whitespace)
             if rules is None:
                 return None
             grammar = str(llguidance.LLMatcher.grammar_from_lark(rules))

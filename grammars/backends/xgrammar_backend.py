@@ -10,7 +10,9 @@ and compiles a multi-member `allOf` as any value; then `open_memberless`) use xg
 `allow_extra_properties` (objects/arrays without `additionalProperties` / `items` admit no
 extra members: what vLLM does, and 100× faster to compile than the permissive form;
 "json_object" always admits any object), and
-`max_whitespace_cnt=max_whitespace` (bounded whitespace runs, vLLM #38696). Library errors
+`max_whitespace_cnt=max_whitespace` (bounded whitespace runs, vLLM #38696); under
+`json_whitespace="conventional"` (grammars.json_layout) the JSON EBNF loses its whitespace
+before `,` and `:` and is compiled as a grammar (tool arguments too). Library errors
 become GrammarError naming the kind and xgrammar's reason. EBNF text goes through
 `normalize_ebnf` (GBNF empty alternatives) and Lark text through `normalize_lark` (rule /
 terminal priorities dropped) first. SQL grammars come back wrapped (`_WithWhitespaceCap`):
@@ -37,6 +39,7 @@ import xgrammar as xgr
 from grammars.errors import GrammarError
 from grammars.grammar_text import normalize_ebnf, normalize_lark
 from grammars.json_fold import fold_combinators
+from grammars.json_layout import DEFAULT_JSON_WHITESPACE, JsonWhitespace, conventional_ebnf
 from grammars.json_schema import check_refs_local, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
@@ -134,9 +137,11 @@ class XGrammarBackend:
         max_threads: int = 2,
         allow_extra_properties: bool = False,
         vocabulary: TokenizerVocabulary | None = None,
+        json_whitespace: JsonWhitespace = DEFAULT_JSON_WHITESPACE,
     ) -> None:
         self.vocab_size = vocab_size
         self.allow_extra_properties = allow_extra_properties
+        self.json_whitespace = json_whitespace
         self.stop_token_ids = tuple(stop_token_ids)
         self.max_whitespace = max_whitespace
         vocabulary = vocabulary if vocabulary is not None else TokenizerVocabulary(tokenizer)
@@ -197,12 +202,10 @@ class XGrammarBackend:
         }
         kind = spec.kind
         if kind == "json_object":
-            return self._compiler.compile_json_schema(
-                '{"type": "object"}', **{**json_options, "strict_mode": False}
-            )
+            return self._compile_json('{"type": "object"}', {**json_options, "strict_mode": False})
         if kind == "json_schema":
             source = json.dumps(self._prepared_schema(spec.source_json))
-            return self._compiler.compile_json_schema(source, **json_options)
+            return self._compile_json(source, json_options)
         if kind == "regex":
             return self._compiler.compile_regex(spec.source)
         if kind == "choice":
@@ -224,6 +227,15 @@ class XGrammarBackend:
                 None if schema is None else sql_scope_schema(schema["tables"]))
         raise GrammarError(f"grammar kind '{kind}' is not supported by the xgrammar backend")
 
+    def _json_ebnf(self, source: str, json_options: dict[str, Any]) -> str:
+        """The conventional layout's EBNF for a JSON schema (grammars.json_layout)."""
+        return conventional_ebnf(str(xgr.Grammar.from_json_schema(source, **json_options)))
+
+    def _compile_json(self, source: str, json_options: dict[str, Any]) -> xgr.CompiledGrammar:
+        if self.json_whitespace == "flexible":
+            return self._compiler.compile_json_schema(source, **json_options)
+        return self._compiler.compile_grammar(self._json_ebnf(source, json_options))
+
     def _prepared_schema(self, schema: Any) -> Any:
         """A JSON schema as this backend compiles it (grammars.json_schema's rules 1 and 5)."""
         check_refs_local(schema)
@@ -239,7 +251,16 @@ class XGrammarBackend:
                 prepared.append(self._prepared_schema(entry["parameters"]))
             except GrammarError as exc:
                 raise _tool_error(entry, exc.message) from exc
-        tag = structural_tag(spec, max_whitespace=self.max_whitespace, schemas=prepared)
+        grammars: list[str] | None = None
+        if self.json_whitespace != "flexible":
+            grammars = []
+            for entry, schema in zip(entries, prepared, strict=True):
+                try:
+                    grammars.append(self._json_ebnf(json.dumps(schema), json_options))
+                except Exception as exc:
+                    raise _tool_error(entry, _error_reason(exc)) from exc
+        tag = structural_tag(spec, max_whitespace=self.max_whitespace, schemas=prepared,
+                             argument_grammars=grammars)
         try:
             return self._compiler.compile_structural_tag(json.dumps(tag))
         except Exception as whole:
