@@ -88,6 +88,7 @@ def build_torch_engine(config: EngineConfig) -> Engine:
         tokenizer,
         backend=config.grammar_backend,
         property_order=config.json_property_order,  # type: ignore[arg-type]
+        json_whitespace=config.json_whitespace,  # type: ignore[arg-type]
         vocab_size=decoder.logits_width,
         stop_token_ids=sorted(decoder.stop_token_ids),
     )

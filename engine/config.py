@@ -114,6 +114,7 @@ class EngineConfig:
     max_queue: int = 64
     grammar_backend: GrammarBackend = "auto"  # JSON schema: llguidance, else xgrammar (grammars.backends)
     json_property_order: str = "schema"  # or "any" (grammars.json_object_rules; torch engine)
+    json_whitespace: str = "conventional"  # or "flexible" (grammars.json_layout)
     ngram_max: int = 3
     ngram_min: int = 1
     num_threads: int | None = None
@@ -133,6 +134,7 @@ class EngineConfig:
             raise ValueError("kernels 'llama-cpp' runs on the torch engine's CPU device only")
         _check_choice("grammar_backend", self.grammar_backend, ("auto", "xgrammar", "llguidance", "outlines"))
         _check_choice("json_property_order", self.json_property_order, ("schema", "any"))
+        _check_choice("json_whitespace", self.json_whitespace, ("conventional", "flexible"))
         if self.json_property_order == "any" and self.backend == "vllm":
             raise ValueError("json_property_order 'any' needs the torch engine: the vLLM engine's "
                              "xgrammar grammars write listed properties in schema order")

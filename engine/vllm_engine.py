@@ -372,7 +372,8 @@ def build_vllm_engine(config: EngineConfig) -> VllmEngine:
         tokenizer, config_eos=eos_ids_of(AutoConfig.from_pretrained(model_path), generation_config)
     )
     compiler = GrammarCompiler(tokenizer, backend="xgrammar", vocab_size=vocab_size,
-                               stop_token_ids=stop_ids)
+                               stop_token_ids=stop_ids,
+                               json_whitespace=config.json_whitespace)  # type: ignore[arg-type]
     engine = VllmEngine(llm=llm, config=config, model_name=model_name(config.model), tokenizer=tokenizer,
                         grammar_compiler=compiler, stop_token_ids=stop_ids)
     engine.startup_notes = notes

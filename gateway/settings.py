@@ -20,7 +20,7 @@ from engine import EngineConfig, VllmOptions
 # Settings that describe the engine (also the flags `specgate generate` takes).
 ENGINE_FIELDS = (
     "model", "draft_model", "engine", "drafter", "k", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "kernels", "draft_kernels", "device",
-    "max_model_len", "grammar_backend", "json_property_order", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
+    "max_model_len", "grammar_backend", "json_property_order", "json_whitespace", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
     "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization", "vllm_kv_cache_gib", "vllm_enforce_eager",
     "vllm_plugin_mode", "vllm_draft_sample", "vllm_step_k", "prefix_cache_mib",
 )
@@ -57,6 +57,10 @@ class GatewaySettings(BaseSettings):
         "schema", description="listed JSON properties in schema order (OpenAI's and vLLM's "
         "order), or in any order (JSON Schema's; torch engine); additional properties may come "
         "anywhere either way (grammars.json_object_rules)")
+    json_whitespace: Literal["conventional", "flexible"] = Field(
+        "conventional", description="where constrained JSON may put whitespace: conventional (after "
+        "{ [ , : and before } ], never before , or :; compact and indented JSON both fit) or flexible "
+        "(between any two tokens); runs bounded either way (grammars.json_layout, docs/json-schema.md)")
     served_model_name: str | None = Field(None, description="the model id clients use (default: the model's name)")
     max_concurrent_requests: int = Field(8, description="requests decoding at once (more wait in the queue)")
     max_spec_concurrency: int = Field(
@@ -151,6 +155,7 @@ class GatewaySettings(BaseSettings):
             max_queue=self.max_queue,
             grammar_backend=self.grammar_backend,
             json_property_order=self.json_property_order,
+            json_whitespace=self.json_whitespace,
             prefix_cache_mib=self.prefix_cache_mib,
             vllm=VllmOptions(
                 tensor_parallel_size=self.vllm_tensor_parallel_size,

@@ -118,3 +118,13 @@ def test_json_property_order_reaches_the_engine_config_and_vllm_refuses_any(
     assert GatewaySettings(json_property_order="schema").engine_config().json_property_order == "schema"
     with pytest.raises(ValueError, match="json_property_order 'any' needs the torch engine"):
         GatewaySettings(engine="vllm").engine_config()
+
+
+def test_json_whitespace_reaches_the_engine_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert GatewaySettings().engine_config().json_whitespace == "conventional"
+    settings = settings_from_args(build_parser().parse_args(["serve", "--json-whitespace", "flexible"]))
+    assert settings.engine_config().json_whitespace == "flexible"
+    monkeypatch.setenv("SPECGATE_JSON_WHITESPACE", "flexible")
+    assert GatewaySettings().engine_config().json_whitespace == "flexible"
+    with pytest.raises(ValueError):
+        GatewaySettings(json_whitespace="pretty")  # type: ignore[arg-type]
