@@ -27,7 +27,9 @@ line appended to the question), `benchmarks.text2sql.questions`.
    Summaries per family, per database and for first-seen against seen schemas: execution
    accuracy, dead ends, runaways, tokens per step and end-to-end speed-up over the same arm's
    `no-spec` on the same questions.
-Writes benchmarks/results/text2sql.json and .md (or --out). Knows nothing of HTTP.
+Writes benchmarks/results/text2sql.json and .md (or --out); a stopped run leaves
+`<out>.partial.json`, and `--records <that file>` renders the tables from the questions it
+finished (no model). Knows nothing of HTTP.
 """
 
 from __future__ import annotations
