@@ -2,15 +2,17 @@
 
     python -m benchmarks.bfcl_eval [--per-category 6] [--seed 0] [--categories ...]
         [--configs omitted required free] [--servers spec no-spec] [--max-tokens 160]
-        [--max-prompt-chars 12000] [--out benchmarks/results/bfcl_eval]
+        [--max-prompt-chars 12000] [--out benchmarks/results/bfcl_eval] [--resume]
 
 Questions: a seeded sample of `--per-category` single-turn questions from each BFCL
 category in ../shared/data/bfcl (benchmarks.suite.bfcl_data), functions converted to OpenAI
 tools (benchmarks.suite.bfcl). Each question is sent with the real OpenAI client, T=0, to
 `specgate serve` processes started here (benchmarks.suite.served), one per server config:
-- `spec`: `specgate serve` as shipped (Qwen2.5-Coder 1.5B target, 0.5B masked draft model,
-  adaptive K, the kernels `--kernels auto` picks), plus `--server-flags`;
-- `no-spec`: the same with `--drafter none` (no speculation).
+- `spec`: `specgate serve --adaptive-k false` (Qwen2.5-Coder 1.5B target, 0.5B masked draft
+  model, K=4 at every step, the kernels `--kernels auto` picks): speculation itself, whatever
+  the forward costs cached on the machine would make adaptive K choose;
+- `no-spec`: the same with `--drafter none` (no speculation);
+both plus `--server-flags`.
 Request configs (same prompt: the chat template with the tools):
 - `omitted`: `tool_choice` not sent (the server's default, "auto");
 - `required`: `tool_choice: "required"`;
@@ -29,15 +31,20 @@ JSON object, not valid under the tool's parameters schema, or an unknown functio
 4xx / 5xx, end-to-end tokens/s (completion tokens / request latency, summed), acceptance
 (accepted / proposed draft tokens, from `usage.speculative`), and spec/no-spec speed-ups and
 output agreement (T=0: the outputs should be identical; differences come from floating-point
-near-ties). Writes `<out>.json` (every request) and `<out>.md` (tables, CPU, flags, date).
+near-ties). Questions are taken round-robin over the categories. Each record is appended to
+`<out>.records.tmp` (JSON lines) as it completes; `--resume` keeps the records found there and asks only
+what is missing (a long run survives an interruption). At the end: `<out>.json` (every
+request) and `<out>.md` (tables, CPU, flags, date).
 Talks to the gateway only over HTTP.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import pathlib
 import platform
 import sys
 import time
@@ -55,7 +62,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 API_KEY = "bfcl-eval"
 CONFIGS = ("omitted", "required", "free")
-SERVERS = {"spec": [], "no-spec": ["--drafter", "none"]}
+SERVERS = {"spec": ["--adaptive-k", "false"], "no-spec": ["--drafter", "none"]}
 
 
 @dataclass
@@ -276,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-prompt-chars", type=int, default=12000)
     parser.add_argument("--server-flags", default="", help="extra `specgate serve` flags for every server")
     parser.add_argument("--out", default=str(RESULTS_DIR / "bfcl_eval"))
+    parser.add_argument("--resume", action="store_true", help="keep the records of an earlier run with --out")
     args = parser.parse_args(argv)
 
     import contextlib
@@ -285,15 +293,27 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.suite.served import serve
     from engine.hardware import cpu_info
 
-    questions: list[Question] = []
+    by_category: list[list[Question]] = []
     left_out: dict[str, int] = {}
     for category in args.categories:
         sample, left_out[category] = load_questions(category, data_dir=DATA, per_category=args.per_category,
                                                      seed=args.seed, max_prompt_chars=args.max_prompt_chars)
-        questions += sample
+        by_category.append(sample)
+    questions = [q for round_ in itertools.zip_longest(*by_category) for q in round_ if q is not None]
     extra = args.server_flags.split()
     flags = {name: [*SERVERS[name], *extra] for name in args.servers}
+    log_path = pathlib.Path(args.out + ".records.tmp")  # git-ignored working file
     records: list[Record] = []
+    if args.resume and log_path.exists():
+        wanted = {(q.id, server, config) for q in questions for server in args.servers for config in args.configs}
+        for line in log_path.read_text().splitlines():
+            record = Record(**{**json.loads(line), "calls": [tuple(c) for c in json.loads(line)["calls"]]})
+            if (record.id, record.server, record.config) in wanted:
+                records.append(record)
+    else:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("")
+    done = {(r.id, r.server, r.config) for r in records}
     notes = ""
     with contextlib.ExitStack() as stack:
         servers = {name: stack.enter_context(serve(flags[name], api_key=API_KEY)) for name in args.servers}
@@ -306,12 +326,16 @@ def main(argv: list[str] | None = None) -> int:
             order = args.servers if i % 2 == 0 else args.servers[::-1]
             for server in order:
                 for config in args.configs:
+                    if (question.id, server, config) in done:
+                        continue
                     record = ask(clients[server], model, question, server=server, config=config, max_tokens=max_tokens)
                     records.append(record)
+                    with log_path.open("a") as sink:
+                        sink.write(json.dumps(asdict(record)) + "\n")
                     print(f"[{i + 1}/{len(questions)}] {question.id} {server}/{config}: "
                           f"{'ok' if record.ok else 'wrong'} {record.status} {record.completion_tokens} tok "
-                          f"{record.latency_s:.1f}s calls={[name for name, _ in record.calls]} {record.reason[:80]}",
-                          flush=True)
+                          f"{record.latency_s:.1f}s calls={[name for name, _ in record.calls]} "
+                          f"{(record.reason or record.error)[:120]}", flush=True)
     omitted = {(r.id, r.server): r.prompt_tokens for r in records if r.config == "omitted" and r.status == 200}
     free = [r for r in records if r.config == "free" and r.status == 200 and (r.id, r.server) in omitted]
     import torch
