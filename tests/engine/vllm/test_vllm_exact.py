@@ -11,7 +11,9 @@ where p puts ~0.02), which is where a wrong q shows.
    scheduler's grammar check keeps every masked draft it is handed (the plugin's EngineCore
    counters), vLLM verifies all of them, the masker reports no dead row, refused token,
    resync or fallback, and every request's `unmasked_steps` is 0.
-2. The law at T=1: N requests under `[1-3]{3}`; the 3-token outputs against the exact law
+2. A grammar request the plugin cannot mask (forced with the worker's "unmaskable" fault)
+   drafts nothing, and says so: `unmasked_steps`, the fallback counters.
+3. The law at T=1: N requests under `[1-3]{3}`; the 3-token outputs against the exact law
    of plain masked sampling from the target (computed here with transformers on the same
    weights, masks from the same grammar), chi-square: p > 1e-3. Then the same test with a
    fault injected in the worker (drafts sampled from the masked q, vLLM handed the raw q):
@@ -161,6 +163,34 @@ async def test_masked_drafts_all_reach_verification(engine: Any) -> None:
     assert delta.get("masked_rows", 0) > 0
     assert all(stats.unmasked_steps == 0 for _, stats in results)
     assert all(stats.accepted_tokens <= stats.draft_tokens for _, stats in results)
+
+
+async def test_a_request_that_cannot_be_masked_drafts_nothing_and_is_counted(engine: Any) -> None:
+    """The fallback path through the real engine (forced with the worker's "unmaskable"
+    fault): grammar requests draft nothing (no draft verified), every decode step counts in
+    `unmasked_steps` and on the shared counters, and the output is still grammar-valid."""
+    grammar = _grammar(engine, {"structured_outputs": {"regex": "[1-3]{3}-[a-c]{4,8}"}})
+    prompt = engine.tokenizer.encode("Answer:")
+    assert await engine.llm.collective_rpc("specgate_fault", kwargs={"fault": "unmaskable"}) == ["unmaskable"]
+    before = _totals()
+    try:
+        results = await _many(engine, "unmaskable", 4, prompt, grammar, 0.8)
+    finally:
+        await engine.llm.collective_rpc("specgate_fault", kwargs={"fault": None})
+    after = _totals()
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    print(f"unmaskable: usage {[(s.unmasked_steps, s.steps, s.draft_tokens) for _, s in results]}; "
+          f"counters {({k: v for k, v in delta.items() if v and not k.endswith('seconds')})}")
+    for ids, stats in results:
+        assert stats.draft_tokens == 0 and stats.accepted_tokens == 0
+        assert stats.unmasked_steps >= stats.steps > 0
+        matcher = grammar.matcher()
+        assert all(matcher.accept_token(t) for t in ids)
+    assert delta.get("unmaskable_rows", 0) > 0 and delta.get("cut_drafts", 0) > 0
+    assert delta.get("limited_rows") == delta.get("unmaskable_rows")
+    assert delta.get("sched_sent_drafts", 0) == 0  # nothing of theirs reached the scheduler
+    stats_rpc = await engine.llm.collective_rpc("specgate_draft_mask_stats")
+    assert stats_rpc and stats_rpc[0]["unmaskable_rows"] >= delta["unmaskable_rows"]
 
 
 def _exact_law(target_dir: pathlib.Path, grammar: Any, prompt: list[int]) -> dict[tuple[int, ...], float]:
