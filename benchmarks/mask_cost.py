@@ -303,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="wall time (default) or the measuring thread's CPU time")
     parser.add_argument("--property-order", choices=["schema", "any"], default="schema",
                         help="GrammarCompiler property_order (grammars.json_object_rules)")
+    parser.add_argument("--json-whitespace", action="append", choices=["conventional", "flexible"],
+                        help="GrammarCompiler json_whitespace (grammars.json_layout); several: "
+                        "each backend once per layout, side by side (default: conventional)")
     parser.add_argument("--warm", action="store_true",
                         help="walk each output once untimed first (a schema already served)")
     parser.add_argument("--evict-mb", type=int, default=0, metavar="N",
@@ -314,10 +317,12 @@ def main(argv: list[str] | None = None) -> int:
 
     tokenizer = AutoTokenizer.from_pretrained(str(SHARED / "tokenizers" / "qwen2.5"))
     backends = args.backend or ["xgrammar"]
-    compilers = {name: GrammarCompiler(tokenizer, backend=name, vocab_size=151_936,  # type: ignore[arg-type]
-                                       cache_bytes=1 << 30, compile_timeout_s=60.0,
-                                       property_order=args.property_order)
-                 for name in backends}
+    layouts = args.json_whitespace or ["conventional"]
+    compilers = {name if len(layouts) == 1 else f"{name} ({layout})": GrammarCompiler(
+                     tokenizer, backend=name, vocab_size=151_936,  # type: ignore[arg-type]
+                     cache_bytes=1 << 30, compile_timeout_s=60.0,
+                     property_order=args.property_order, json_whitespace=layout)
+                 for name in backends for layout in layouts}
     limit = 5 if args.quick else 40
     clock = time.thread_time_ns if args.clock == "thread" else time.perf_counter_ns
     evict = Evictor(args.evict_mb)

@@ -105,7 +105,8 @@ def test_additional_properties_anywhere_but_never_a_listed_name_again(
     assert not _accepts(compiled, '{"a": 1, "a": 2}')  # a repeated listed key
     assert not _accepts(compiled, '{"a": 1, "b": "s", "b": "t"}')
     assert not _accepts(compiled, '{"z": 1, "z2": 2}')  # required a missing
-    assert _accepts(compiled, '{ "a" : 1 ,\n "z":null }')  # whitespace between tokens
+    assert _accepts(compiled, '{ "a": 1,\n "z":null }')  # whitespace between tokens
+    assert not _accepts(compiled, '{ "a" : 1 ,\n "z":null }')  # not before , or : (json_layout)
     assert not _accepts(compiled, ' {"a": 1}')  # none before the value (as the JSON compiler)
 
 
