@@ -78,6 +78,9 @@ _ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
 # any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
 _ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
 _OPERAND_ENDS = frozenset(("null", "end"))
+# the keywords that may follow a FROM item, per slot (none after AS: an alias comes)
+_AFTER_ITEM = {slot: _JOIN_WORDS | _FROM_END | {"on"} | ({"as"} if slot != "after_alias" else set())
+               for slot in ("after_table", "after_sub", "after_alias")} | {"after_as": frozenset()}
 MAX_CALL_DEPTH = 4  # calls (functions, CAST) open at once; gold Spider dev / BIRD mini-dev: 3
 _BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
 
@@ -603,6 +606,9 @@ class SqlScope:
     def _keyword(self, low: str, last: str) -> bool:
         scope = self.scopes[-1] if self.scopes else None
         depth = len(self.parens)
+        if (scope is not None and depth == scope.depth and scope.clause == "from"
+                and low not in _AFTER_ITEM.get(scope.slot, KEYWORDS)):
+            return False  # the grammar reads `t OR` as `t` aliased `or`: never a keyword's place
         if low == "not":
             self.operand = self.operand  # unary NOT keeps an operand coming; `x NOT IN` does not
         else:
