@@ -123,7 +123,7 @@ def main() -> None:
                              "seconds": time.perf_counter() - started,
                              "gaps_before_separators": gaps_before_separators(record.text),
                              "text": record.text})
-                print(json.dumps({k: v for k, v in rows[-1].items() if k != "text"}), flush=True)
+                print(json.dumps(rows[-1]), flush=True)  # the text too: a partial run still says it
             free_style = layout_style(texts["unconstrained"])
             for row in rows[-len(LAYOUTS):]:
                 row["style"] = layout_style(row["text"])
