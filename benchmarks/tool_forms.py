@@ -2,7 +2,8 @@
 
 For each model, a seeded sample of BFCL questions per category is rendered with the model's
 own chat template (tools included, as the gateway renders them: `engine.prompts`), decoded
-greedily with no grammar, and each answer is classified by `classify`: the form of the call
+greedily with no grammar on llama.cpp's kernels (the model's Q4_K_M GGUF, the weights the
+engine runs), and each answer is classified by `classify`: the form of the call
 (tagged `<tool_call>`, bare JSON, bare in a ```json fence, a list of calls, fenced or not) and
 whether its opening is one the `auto` grammar switches on at (`grammars.tool_calls`), so
 that the admitted forms are decided by what the models write, not by guessing. Prints a
@@ -63,10 +64,10 @@ def main() -> None:
                         default=pathlib.Path(__file__).resolve().parents[2] / "shared" / "data")
     args = parser.parse_args()
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from llama_cpp import Llama
+    from transformers import AutoTokenizer
 
-    from engine.models import resolve_model
+    from engine.models import gguf_for, resolve_model
 
     questions = []
     for category in CATEGORIES:
@@ -75,29 +76,30 @@ def main() -> None:
         questions += sample
     document: dict[str, Any] = {"cpu": cpu_info().describe(), "date": datetime.date.today().isoformat(),
                                 "max_tokens": args.max_tokens, "models": {}}
-    torch.manual_seed(args.seed)
     for name in args.models:
-        path = str(resolve_model(name))
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(name)))
+        model = Llama(model_path=str(gguf_for(name)), n_ctx=4096, n_threads=cpu_info().cores,
+                      seed=args.seed, verbose=False)
         rows = []
         for question in questions:
-            prompt = render_chat(tokenizer, question.messages, question.tools)
-            ids = torch.tensor([encode_text(tokenizer, prompt)])
+            prompt_ids = encode_text(tokenizer, render_chat(tokenizer, question.messages, question.tools))
             started = time.perf_counter()
-            with torch.inference_mode():
-                out = model.generate(ids, max_new_tokens=args.max_tokens, do_sample=False)
-            text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+            out = model.create_completion(prompt_ids, max_tokens=args.max_tokens, temperature=0.0)
+            text = str(out["choices"][0]["text"])  # type: ignore[index]
             names = [tool["function"]["name"] for tool in question.tools]
             row = {"id": question.id, "category": question.category, "text": text,
                    "seconds": round(time.perf_counter() - started, 1), **classify(text, names)}
             rows.append(row)
             print(name, row["id"], row["form"], repr(row["opening"]), row["parsed"], flush=True)
-        document["models"][name] = rows
+            document["models"][name] = rows
+            _write(document)  # after every answer: a stopped run keeps what it measured
+    print(report(document))
+
+
+def _write(document: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "tool_forms.json").write_text(json.dumps(document, indent=1) + "\n")
     (RESULTS / "tool_forms.md").write_text(report(document))
-    print(report(document))
 
 
 def report(document: dict[str, Any]) -> str:

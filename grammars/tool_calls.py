@@ -72,7 +72,7 @@ class ToolCallScanner:
         lead = f"(?:```(?:json)?[ \\t]*\\n{_WS}*)?(?:\\[{_WS}*)?"
         tagged = f"{regex.escape(CALL_BEGIN)}{_WS}*(?=\\{{)"
         bare = f"(?=(?:{_alternation(BARE_OPENINGS)})(?:{name_alt})\")"
-        self._open = regex.compile(f"{lead}(?:(?P<tag>{tagged})|{bare})")
+        self._open = regex.compile(f"{lead}(?:{tagged}|{bare})")
         self._open_partial = regex.compile(
             f"{lead}(?:{tagged}|(?:{_alternation(BARE_OPENINGS)})(?:{name_alt})\")")
         self._after = regex.compile(
@@ -80,12 +80,7 @@ class ToolCallScanner:
         self._buf = ""
         self._pos = 0  # text before this offset has been released
         self._obj = -1  # offset of the open call object's "{", or -1 outside a call
-        self._calls = 0
         self._decoder = json.JSONDecoder()
-
-    @property
-    def calls(self) -> int:
-        return self._calls
 
     def feed(self, text: str) -> list[Segment]:
         self._buf += text
@@ -149,7 +144,6 @@ class ToolCallScanner:
             return False  # the glue after the call may still grow
         self._pos = glue_end
         self._obj = -1
-        self._calls += 1
         out.append(Segment(call=call))
         return True
 
