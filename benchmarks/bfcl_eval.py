@@ -2,7 +2,7 @@
 
     python -m benchmarks.bfcl_eval [--per-category 6] [--seed 0] [--categories ...]
         [--configs omitted required free] [--servers spec no-spec] [--max-tokens 160]
-        [--max-prompt-chars 12000] [--out benchmarks/results/bfcl_eval] [--resume]
+        [--max-prompt-chars 12000] [--cpus 0] [--out benchmarks/results/bfcl_eval] [--resume]
 
 Questions: a seeded sample of `--per-category` single-turn questions from each BFCL
 category in ../shared/data/bfcl (benchmarks.suite.bfcl_data), functions converted to OpenAI
@@ -242,7 +242,8 @@ def report(document: dict[str, Any]) -> str:
         f"T=0, max_tokens {meta['max_tokens']} (x2 for parallel categories)",
         "- servers: " + "; ".join(f"`{name}`: `specgate serve {' '.join(flags)}`"
                                    for name, flags in meta["server_flags"].items()),
-        f"- engine notes (spec server log): {meta['engine_notes'] or '-'}",
+        f"- engine notes (spec server log): {meta['engine_notes'] or '-'}; servers pinned to cores: "
+        f"{meta.get('cpus') or 'no'}",
         f"- `free`: prompt identical to `omitted` on {meta['free_same_prompt']}",
         "",
         "| category | server | config | n | accuracy | call rate | invalid args | 4xx/5xx | tok/s | acceptance |",
@@ -283,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-prompt-chars", type=int, default=12000)
     parser.add_argument("--server-flags", default="", help="extra `specgate serve` flags for every server")
     parser.add_argument("--out", default=str(RESULTS_DIR / "bfcl_eval"))
+    parser.add_argument("--cpus", default=None,
+                        help="pin every server to these cores (taskset -c), e.g. 0: one thread per model")
     parser.add_argument("--resume", action="store_true", help="keep the records of an earlier run with --out")
     args = parser.parse_args(argv)
 
@@ -316,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     done = {(r.id, r.server, r.config) for r in records}
     notes = ""
     with contextlib.ExitStack() as stack:
-        servers = {name: stack.enter_context(serve(flags[name], api_key=API_KEY)) for name in args.servers}
+        servers = {name: stack.enter_context(serve(flags[name], api_key=API_KEY, cpus=args.cpus)) for name in args.servers}
         notes = _engine_notes(next(iter(servers.values())).log_lines())
         clients = {name: openai.OpenAI(base_url=s.v1, api_key=API_KEY, max_retries=0, timeout=1800)
                    for name, s in servers.items()}
@@ -347,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": "python -m benchmarks.bfcl_eval " + " ".join(argv if argv is not None else sys.argv[1:]),
             "per_category": args.per_category, "seed": args.seed, "max_tokens": args.max_tokens,
             "max_prompt_chars": args.max_prompt_chars, "left_out": left_out,
-            "server_flags": flags, "engine_notes": notes,
+            "server_flags": flags, "engine_notes": notes, "cpus": args.cpus,
             "free_same_prompt": f"{sum(r.prompt_tokens == omitted[(r.id, r.server)] for r in free)}/{len(free)}",
         },
         "summary": summarise(records),

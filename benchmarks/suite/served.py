@@ -5,7 +5,9 @@
 `HF_HUB_OFFLINE` / `TRANSFORMERS_OFFLINE` variables set), waits until `/health` answers 200
 (raising RuntimeError with the tail of the server's log if it exits first or stays down past
 `timeout_s`), yields a `Served(base_url, log_path)`, and on exit sends SIGTERM (then SIGKILL
-after 30 s) to the process it started, and to nothing else. The server's stdout and stderr go
+after 30 s) to the process it started, and to nothing else. `cpus` (a `taskset -c` list, e.g.
+"0") pins the server to those cores; the engine then sizes its threads to them (its CPU count
+is the process's affinity). The server's stdout and stderr go
 to a temporary log file, readable while it runs (`Served.log_lines()`) and removed after.
 
 Knows nothing of what is measured; talks to the server only through `/health`.
@@ -49,13 +51,15 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(flags: list[str], *, api_key: str, timeout_s: float = 900.0) -> Iterator[Served]:
+def serve(flags: list[str], *, api_key: str, timeout_s: float = 900.0, cpus: str | None = None) -> Iterator[Served]:
     port = _free_port()
     log = pathlib.Path(tempfile.mkstemp(prefix="specgate-serve-", suffix=".log")[1])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())", "serve",
            "--host", "127.0.0.1", "--port", str(port), "--api-key", api_key, *flags]
+    if cpus is not None:
+        cmd = ["taskset", "-c", cpus, *cmd]
     with log.open("wb") as sink:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
     served = Served(f"http://127.0.0.1:{port}", log)
