@@ -44,6 +44,7 @@ class StatsLike(Protocol):
     forced_draft_tokens: int
     forced_accepted_tokens: int
     steps: int
+    unmasked_steps: int
 
 
 def usage(
