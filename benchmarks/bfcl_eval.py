@@ -273,53 +273,18 @@ def _engine_notes(lines: list[str]) -> str:
     return "; ".join(dict.fromkeys(keep))[:600]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--per-category", type=int, default=6, help="questions per category (0 = all)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--categories", nargs="+", default=list(CATEGORIES), choices=CATEGORIES)
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
-    parser.add_argument("--servers", nargs="+", default=list(SERVERS), choices=list(SERVERS))
-    parser.add_argument("--max-tokens", type=int, default=160)
-    parser.add_argument("--max-prompt-chars", type=int, default=12000)
-    parser.add_argument("--server-flags", default="", help="extra `specgate serve` flags for every server")
-    parser.add_argument("--out", default=str(RESULTS_DIR / "bfcl_eval"))
-    parser.add_argument("--cpus", default=None,
-                        help="pin every server to these cores (taskset -c), e.g. 0: one thread per model")
-    parser.add_argument("--resume", action="store_true", help="keep the records of an earlier run with --out")
-    args = parser.parse_args(argv)
-
+def _run(args: argparse.Namespace, questions: list[Question], flags: dict[str, list[str]],
+         records: list[Record], done: set[tuple[str, str, str]], log_path: pathlib.Path) -> str:
+    """Ask every missing (question, server, config); returns the spec server's engine notes."""
     import contextlib
 
     import openai
 
     from benchmarks.suite.served import serve
-    from engine.hardware import cpu_info
 
-    by_category: list[list[Question]] = []
-    left_out: dict[str, int] = {}
-    for category in args.categories:
-        sample, left_out[category] = load_questions(category, data_dir=DATA, per_category=args.per_category,
-                                                     seed=args.seed, max_prompt_chars=args.max_prompt_chars)
-        by_category.append(sample)
-    questions = [q for round_ in itertools.zip_longest(*by_category) for q in round_ if q is not None]
-    extra = args.server_flags.split()
-    flags = {name: [*SERVERS[name], *extra] for name in args.servers}
-    log_path = pathlib.Path(args.out + ".records.tmp")  # git-ignored working file
-    records: list[Record] = []
-    if args.resume and log_path.exists():
-        wanted = {(q.id, server, config) for q in questions for server in args.servers for config in args.configs}
-        for line in log_path.read_text().splitlines():
-            record = Record(**{**json.loads(line), "calls": [tuple(c) for c in json.loads(line)["calls"]]})
-            if (record.id, record.server, record.config) in wanted:
-                records.append(record)
-    else:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text("")
-    done = {(r.id, r.server, r.config) for r in records}
-    notes = ""
     with contextlib.ExitStack() as stack:
-        servers = {name: stack.enter_context(serve(flags[name], api_key=API_KEY, cpus=args.cpus)) for name in args.servers}
+        servers = {name: stack.enter_context(serve(flags[name], api_key=API_KEY, cpus=args.cpus))
+                   for name in args.servers}
         notes = _engine_notes(next(iter(servers.values())).log_lines())
         clients = {name: openai.OpenAI(base_url=s.v1, api_key=API_KEY, max_retries=0, timeout=1800)
                    for name, s in servers.items()}
@@ -339,6 +304,54 @@ def main(argv: list[str] | None = None) -> int:
                           f"{'ok' if record.ok else 'wrong'} {record.status} {record.completion_tokens} tok "
                           f"{record.latency_s:.1f}s calls={[name for name, _ in record.calls]} "
                           f"{(record.reason or record.error)[:120]}", flush=True)
+    return notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-category", type=int, default=6, help="questions per category (0 = all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--categories", nargs="+", default=list(CATEGORIES), choices=CATEGORIES)
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
+    parser.add_argument("--servers", nargs="+", default=list(SERVERS), choices=list(SERVERS))
+    parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument("--max-prompt-chars", type=int, default=12000)
+    parser.add_argument("--server-flags", default="", help="extra `specgate serve` flags for every server")
+    parser.add_argument("--out", default=str(RESULTS_DIR / "bfcl_eval"))
+    parser.add_argument("--cpus", default=None,
+                        help="pin every server to these cores (taskset -c), e.g. 0: one thread per model")
+    parser.add_argument("--report-only", action="store_true",
+                        help="no requests: write the report from the records of an earlier (partial) run with --out")
+    parser.add_argument("--resume", action="store_true", help="keep the records of an earlier run with --out")
+    args = parser.parse_args(argv)
+
+    from engine.hardware import cpu_info
+
+    by_category: list[list[Question]] = []
+    left_out: dict[str, int] = {}
+    for category in args.categories:
+        sample, left_out[category] = load_questions(category, data_dir=DATA, per_category=args.per_category,
+                                                     seed=args.seed, max_prompt_chars=args.max_prompt_chars)
+        by_category.append(sample)
+    questions = [q for round_ in itertools.zip_longest(*by_category) for q in round_ if q is not None]
+    extra = args.server_flags.split()
+    flags = {name: [*SERVERS[name], *extra] for name in args.servers}
+    log_path = pathlib.Path(args.out + ".records.tmp")  # git-ignored working file
+    records: list[Record] = []
+    if (args.resume or args.report_only) and log_path.exists():
+        wanted = {(q.id, server, config) for q in questions for server in args.servers for config in args.configs}
+        for line in log_path.read_text().splitlines():
+            record = Record(**{**json.loads(line), "calls": [tuple(c) for c in json.loads(line)["calls"]]})
+            if (record.id, record.server, record.config) in wanted:
+                records.append(record)
+    else:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("")
+    done = {(r.id, r.server, r.config) for r in records}
+    notes_path = pathlib.Path(args.out + ".notes.tmp")
+    if not args.report_only:
+        notes_path.write_text(_run(args, questions, flags, records, done, log_path))
+    notes = notes_path.read_text() if notes_path.exists() else ""
     omitted = {(r.id, r.server): r.prompt_tokens for r in records if r.config == "omitted" and r.status == 200}
     free = [r for r in records if r.config == "free" and r.status == 200 and (r.id, r.server) in omitted]
     import torch
