@@ -22,8 +22,9 @@ covers it; the draft's catch-up counts only the positions it really has to prefi
 
 Stops: grammar termination (the terminating token is the last one emitted: nothing after
 it, no bonus), a stop token without a grammar (unless `ignore_eos`), `max_tokens` (exact,
-even when a step emits several tokens), `max_model_len`. A mask row allowing nothing raises
-`GenerationError` (never an unconstrained token); a −1 placeholder never leaves this module
+even when a step emits several tokens), `max_model_len`. A target mask row allowing nothing
+(a grammar dead end) finishes the sequence with `finish_reason = "dead_end"` and the output so
+far, never an unconstrained token, and is not recorded as an output length; a −1 placeholder never leaves this module
 (only the first num_accepted+1 outputs are read) and never reaches a model (the caches refuse it).
 
 Why the output law does not depend on speculation: the emitted tokens of a step have exactly
@@ -233,6 +234,8 @@ class SpecDecoder:
         """Add a finished sequence's output length to the record adaptive K predicts from
         (the step does it where it finishes a sequence; a caller that stops one itself, on a
         stop string, calls this)."""
+        if seq.finish_reason == "dead_end":
+            return  # not a length the grammar's outputs take
         self.output_lengths.record(pacing_keys(seq.request.grammar).lengths, length=len(seq.output_ids),
                                    truncated=seq.finish_reason == "length")
 
@@ -321,10 +324,13 @@ class SpecDecoder:
                 logits[:masked_rows], seq.bitmask[:masked_rows] if seq.matcher is not None else None
             )  # [rows, V]
         except MaskDeadEndError as exc:
-            raise GenerationError(
-                f"grammar allows no token at step {seq.stats.steps} (dead end)",
-                request_id=seq.request.request_id, cause=exc,
-            ) from exc
+            first_dead = min(exc.rows)
+            if first_dead == 0:
+                seq.finish_reason = "dead_end"  # the output so far stands; nothing is sampled freely
+                return [], 0
+            # The rows before the dead one stand: verify the drafts they can judge (the last of
+            # them gives the bonus row); the next step meets the dead row at its first row.
+            return self._verify(seq, logits[:first_dead], drafts[: first_dead - 1], proposal, first_dead)
         if masked_rows < num_drafts + 1:
             # Rows past a terminating (or refused) draft: never read, because the draft before
             # them either ends the grammar (we stop there) or is rejected with certainty.

@@ -281,8 +281,8 @@ class TorchEngine:
             self.decoder.record_finished(seq)
         if seq.finished:
             text += detok.flush()
-            reason = "length" if seq.finish_reason == "length" else "stop"
-            self._emit(slot, TokenDelta(token_ids=committed, text=text, finish_reason=reason, stats=seq.stats))  # type: ignore[arg-type]
+            self._emit(slot, TokenDelta(token_ids=committed, text=text, finish_reason=seq.finish_reason or "stop",
+                                        stats=seq.stats))
             self.stats.record_finished()
             self._finish_slot(slot)
         elif committed or text:

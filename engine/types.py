@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from engine.stats import RequestStats
     from grammars import CompiledGrammar
 
-FinishReason = Literal["stop", "length"]
+# "dead_end": the grammar allowed no token; the output so far (grammar-valid up to there) is
+# all there is. Never an unconstrained token instead.
+FinishReason = Literal["stop", "length", "dead_end"]
 
 
 @dataclass(frozen=True)

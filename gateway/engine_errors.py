@@ -1,7 +1,8 @@
 """Engine exceptions → OpenAI errors: a prompt too long or a chat template that cannot render
 the messages is a 400, a full queue a 429 with Retry-After, a dead or shut-down engine a 503
-with Retry-After (`engine_unavailable`), a grammar dead end mid-generation a 400
-(`grammar_dead_end`: the request's grammar has no way on), any other failed generation (a drafter / matcher / tokenizer
+with Retry-After (`engine_unavailable`), a grammar dead end raised by an engine a 400
+(`grammar_dead_end`; the torch engine instead ends the answer there, finish reason
+"dead_end", see gateway.protocol.responses), any other failed generation (a drafter / matcher / tokenizer
 error, out of memory) a 500 naming the cause. Anything else is left to the
 app's generic 500 handler. Knows nothing of HTTP framing."""
 

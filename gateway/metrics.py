@@ -77,6 +77,9 @@ class GatewayMetrics:
             "specgate_spec_accepted_tokens", "Draft tokens accepted by the rejection sampler", registry=r
         )
         self.spec_steps = Counter("specgate_spec_steps", "Target verification steps", registry=r)
+        self.dead_ends = Counter(
+            "specgate_grammar_dead_ends", "Generations ended by a grammar dead end (answered with the "
+            "text so far, choice error grammar_dead_end)", registry=r)
         self.acceptance_rate = Gauge(
             "specgate_spec_acceptance_rate", "Accepted / drafted tokens since start", registry=r
         )

@@ -58,6 +58,8 @@ class ModelDrafter:
                     break
                 if matcher is not None:
                     matcher.fill_mask(mask, row=0)
+                    if self.masked and not bool(mask[0].any()):
+                        break  # a dead end: the verify meets it and ends the sequence there
                 forced = forced_token(mask[0]) if (self.masked and matcher is not None) else None
                 if forced is not None:
                     token = forced

@@ -7,7 +7,10 @@ with a `prediction`, `completion_tokens_details.accepted_prediction_tokens` /
 `rejected_prediction_tokens` count the predicted drafts (grammar-forced drafts excluded)
 that were accepted / rejected; `prompt_tokens_details.cached_tokens` counts the prompt tokens
 served from the engine's prefix cache (the fewest over the choices: the prompt is counted
-once). Knows nothing of engines
+once). A choice the engine ended at a grammar dead end (engine finish reason "dead_end")
+carries the text it has, `finish_reason: "stop"` (OpenAI's enum has no value for it) and the
+specgate extension `error: {"code": "grammar_dead_end", "message": ...}`, on the response's
+choice and on the stream chunk that carries the finish reason. Knows nothing of engines
 beyond the duck-typed `RequestStats` fields it reads.
 """
 
@@ -32,6 +35,23 @@ def tool_call_id() -> str:
 
 def now() -> int:
     return int(time.time())
+
+
+DEAD_END = "dead_end"  # the engine's finish reason for a grammar dead end
+DEAD_END_ERROR = {
+    "code": "grammar_dead_end",
+    "message": "The output constraint reached a dead end (the grammar allowed no next token): "
+               "the answer ends here, incomplete.",
+}
+
+
+def _finished(choice: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+    if finish_reason == DEAD_END:
+        choice["finish_reason"] = "stop"
+        choice["error"] = dict(DEAD_END_ERROR)
+    else:
+        choice["finish_reason"] = finish_reason
+    return choice
 
 
 class StatsLike(Protocol):
@@ -106,7 +126,7 @@ def chat_choice(
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
     if tool_calls:
         message["tool_calls"] = tool_calls
-    return {"index": index, "message": message, "logprobs": None, "finish_reason": finish_reason}
+    return _finished({"index": index, "message": message, "logprobs": None}, finish_reason)
 
 
 def tool_call(*, call_id: str, name: str, arguments: str) -> dict[str, Any]:
@@ -136,7 +156,7 @@ def chat_chunk(
 
 
 def chunk_choice(*, index: int, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-    return {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    return _finished({"index": index, "delta": delta, "logprobs": None}, finish_reason)
 
 
 def text_completion(
@@ -161,7 +181,7 @@ def text_completion(
 
 
 def text_choice(*, index: int, text: str, finish_reason: str | None) -> dict[str, Any]:
-    return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    return _finished({"index": index, "text": text, "logprobs": None}, finish_reason)
 
 
 def model_card(model_id: str, *, created: int, root: str | None = None,

@@ -163,6 +163,8 @@ def _record(ctx: RequestContext, results: list[ChoiceResult]) -> None:
     metrics = ctx.state.metrics
     for res in results:
         stats = res.stats
+        if res.finish_reason == R.DEAD_END:
+            metrics.dead_ends.inc()
         metrics.record_generation(
             prompt_tokens=0,
             completion_tokens=stats.completion_tokens if stats else len(res.token_ids),

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from engine.types import GenerationError, GenerationRequest, PromptTooLongError, SamplingOptions
+from engine.pacing_keys import pacing_keys
+from engine.types import GenerationRequest, PromptTooLongError, SamplingOptions
+from grammars import GrammarSpec
 
 SCHEMA = {
     "type": "object",
@@ -125,7 +127,7 @@ def test_prompt_too_long_and_bad_ids(make_decoder: Any) -> None:
 
 
 class _DeadEndMatcher:
-    """A matcher whose masks allow nothing: the engine must fail, not sample freely."""
+    """A matcher whose masks allow nothing: the engine must stop, not sample freely."""
 
     num_accepted = 0
 
@@ -143,15 +145,20 @@ class _DeadEndMatcher:
 
 
 class _DeadEndGrammar:
-    family = "regex"
+    family = pacing_family = "regex"
     backend = "none"
+    spec = GrammarSpec("regex", "a+")
 
     def matcher(self) -> _DeadEndMatcher:
         return _DeadEndMatcher()
 
 
-def test_all_zero_target_row_is_an_error(make_decoder: Any) -> None:
+def test_all_zero_target_row_ends_the_sequence_as_a_dead_end(make_decoder: Any) -> None:
+    """Never an unconstrained token: the sequence ends with what it has (nothing here) and
+    finish_reason "dead_end", which is not recorded as an output length."""
     decoder = make_decoder(drafter="none", k=0)
     request = GenerationRequest("r", [1, 2, 3], SamplingOptions(), grammar=_DeadEndGrammar())  # type: ignore[arg-type]
-    with pytest.raises(GenerationError, match="dead end"):
-        decoder.generate(request)
+    seq = decoder.generate(request)
+    assert seq.finish_reason == "dead_end" and seq.output_ids == [] and seq.stats.steps == 1
+    keys = pacing_keys(request.grammar).lengths
+    assert keys and all(decoder.output_lengths.count(key) == 0 for key in keys)
