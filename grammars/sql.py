@@ -40,8 +40,8 @@ Contract:
 - With `tables=None` table and column names are any identifier (plain, "quoted",
   `backticked` or [bracketed]); function calls take any identifier as the name. With
   tables, table names must be one of the schema's tables and column names one of its
-  columns (case-insensitive, optionally double-quoted; a name that is not an identifier,
-  e.g. with a space, only double-quoted), functions one of `_ARITY` with
+  columns (case-insensitive, optionally double-quoted or backticked; a name that is not an
+  identifier, e.g. with a space, only quoted), functions one of `_ARITY` with
   sqlite's argument count (`count(*)`, DISTINCT only in aggregates, `round` 1-2, `substr`
   2-3, `replace` 3, ...: what sqlite refuses for arity, the grammar refuses);
   table and column aliases (`AS T1`) are any identifier and a column may be qualified by a
@@ -79,8 +79,8 @@ _ARITY = {
     "count": "count", "sum": "agg1", "avg": "agg1", "total": "agg1", "group_concat": "agg12",
     "min": "1n", "max": "1n", "abs": "1", "length": "1", "lower": "1", "upper": "1", "typeof": "1",
     "round": "12", "trim": "12", "ltrim": "12", "rtrim": "12", "substr": "23", "substring": "23",
-    "coalesce": "2n", "ifnull": "2", "nullif": "2", "instr": "2", "replace": "3",
-    "date": "1n", "time": "1n", "datetime": "1n", "julianday": "1n", "strftime": "2n",
+    "coalesce": "2n", "ifnull": "2", "nullif": "2", "instr": "2", "replace": "3", "iif": "3",
+    "date": "0n", "time": "0n", "datetime": "0n", "julianday": "0n", "strftime": "1n",
 }
 FUNCTIONS = frozenset(_ARITY)
 _TYPES = "integer int real text numeric float double varchar char boolean date datetime".split()
@@ -146,10 +146,13 @@ def _trie_ebnf(node: _Trie) -> str:
 
 
 def _names_ebnf(names: list[str]) -> str:
-    """Any of `names` (case-insensitive, double-quoted; bare too where the name is an
-    identifier: sqlite reads `T1.Low Grade` as `T1.Low` aliased `Grade`) as a trie-shaped
-    alternation."""
+    """Any of `names` (case-insensitive, double-quoted or backticked, as sqlite reads both;
+    bare too where the name is an identifier: sqlite reads `T1.Low Grade` as `T1.Low`
+    aliased `Grade`) as a trie-shaped alternation."""
     quoted = f'"\\"" {_trie_ebnf(_trie(sorted({name.lower() for name in names})))} "\\""'
+    ticked = sorted({name.lower() for name in names if "`" not in name and "\n" not in name})
+    if ticked:
+        quoted += f' | "`" {_trie_ebnf(_trie(ticked))} "`"'
     bare = sorted({name.lower() for name in names if _IDENT_RE.match(name)})
     return f"{_trie_ebnf(_trie(bare))} | {quoted}" if bare else quoted
 
@@ -261,10 +264,13 @@ def _call_rules(k: dict[str, str]) -> list[str]:
         "12": f"expr ({comma} expr)?", "2": f"expr {comma} expr", "2n": f"expr ({comma} expr)+",
         "23": f"expr {comma} expr ({comma} expr)?", "3": f"expr {comma} expr {comma} expr",
     }
+    # `date()`: no argument (then "now"); the group ends on ")", never on whitespace
+    zero = f'call_0n {ws0} "(" {ws0} (expr ({comma} expr)* {ws0} ")" | ")")'
     by_shape: dict[str, list[str]] = {}
     for name, shape in _ARITY.items():
         by_shape.setdefault(shape, []).append(name)
-    calls = [f'call_{shape} {ws0} "(" {ws0} {shapes[shape]} {ws0} ")"' for shape in by_shape]
+    calls = [zero if shape == "0n" else f'call_{shape} {ws0} "(" {ws0} {shapes[shape]} {ws0} ")"'
+             for shape in by_shape]
     return ["function_call ::= " + " | ".join(calls),
             *[f"call_{shape} ::= {_trie_ebnf(_trie(names))}" for shape, names in by_shape.items()]]
 

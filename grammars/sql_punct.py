@@ -127,10 +127,10 @@ def punctuation_verdicts(scope: SqlScope) -> tuple[frozenset[int], frozenset[int
         leads = (LEAD_OTHER, LEAD_DOT, LEAD_STAR, LEAD_SEMI)
         if not settled.feed(" "):
             return frozenset(), frozenset(lead * 8 + f for lead in leads for f in range(8))
-    elif scope.qual is not None:  # after `Q.`: only `*` (or a `.`) may come
+    elif scope.qual is not None:  # after `Q.`: `*` or a quoted column (read: LEAD_OTHER)
         settled = scope.copy()
         leads = (LEAD_STAR,)
-        refused.update(lead * 8 + f for lead in (LEAD_OTHER, LEAD_SEMI) for f in range(8))
+        refused.update(LEAD_SEMI * 8 + f for f in range(8))
         if not settled.feed("*"):
             return frozenset(), frozenset(refused | {LEAD_STAR * 8 + f for f in range(8)})
     elif scope.pending is not None:  # a quoted name closed: a qualifier when "." follows

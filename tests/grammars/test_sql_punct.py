@@ -110,7 +110,7 @@ _BEYOND_VOCABULARY = [',"singer",', ' , "singer" ,', '),', ') ,', '"T1",', ' "" 
     "SELECT name FROM sing",  # not a table: every text after it refused
     "SELECT name FROM singer",  # a table: `,` binds it
     "SELECT name FROM singer WHERE nam",  # not a column of singer
-    "SELECT T1.",  # only `*` (or `.`) after a qualifier
+    "SELECT T1.",  # `*` or a quoted column after a qualifier: other leads read one by one
     "SELECT T1.Name FROM singer AS T1 WHERE T1.",
     "SELECT T1.Name FROM singer AS T2",  # T1 unbound: FROM cannot end, `;` refused
     'SELECT "T1"',  # a quoted name closed, not yet known as a qualifier
@@ -140,7 +140,8 @@ def test_verdicts_equal_readings_for_every_text_at_built_states(xgr_compiler: An
     assert scope.feed(prefix)
     fired: collections.Counter[str] = collections.Counter()
     assert _wrong_verdicts(scope, texts, fired) == []
-    assert fired["accepted"] + fired["refused"] > 500
+    # after a qualifier only `;` and the `*` texts are decided (a quoted column is read)
+    assert fired["accepted"] + fired["refused"] > (150 if prefix.endswith("T1.") else 500)
 
 
 def test_nothing_is_decided_inside_a_literal_or_after_the_end() -> None:

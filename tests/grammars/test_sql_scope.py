@@ -211,6 +211,8 @@ def test_mask_equals_token_by_token_reading(xgr_compiler: Any) -> None:
     'SELECT "_".Year FROM stadium',
     'SELECT T1.Name FROM stadium AS T1 JOIN concert AS "_" ON',
     'SELECT "T1".Name FROM "stadium" AS "T1" WHERE "T1".Capacity =',
+    'SELECT T1.',  # a column, `*` or a quoted column (its text not read) may follow
+    'SELECT T1.Name FROM stadium AS T1 WHERE T1.',
 ])
 def test_mask_reads_quoted_names_where_their_text_matters(xgr_compiler: Any, prefix: str) -> None:
     # ` "_"` and ` ""` share an opaque shape; in an alias slot only ` ""` fits, so a mask that
@@ -229,6 +231,8 @@ def test_mask_reads_quoted_names_where_their_text_matters(xgr_compiler: Any, pre
     'SELECT "T1".Name FROM singer AS T1 WHERE "T',  # a qualifier: read when "." follows
     "SELECT T1.Name FROM singer AS `T",
     "SELECT T1.Name FROM singer AS [T",
+    "SELECT T1.`Na",  # a qualified column, quoted: the grammar's names, the reader's operand
+    'SELECT T1.Name FROM singer AS T1 WHERE T1."Ag',
 ])
 def test_mask_inside_a_literal_equals_token_by_token_reading(xgr_compiler: Any, prefix: str) -> None:
     # inside a literal, tokens that close it are read once per shape of their text after
