@@ -21,9 +21,11 @@ Request configs (same prompt: the chat template with the tools):
   by the parser the gateway applies to its own output (`grammars.parse_tool_calls`;
   benchmarks never import the gateway). That the prompt is the same is checked (`prompt_tokens` equal to
   `omitted`'s) and reported.
-Before each measured request an unrecorded one with `max_tokens: 1` and the same body puts
-the prompt in the server's prefix cache and its grammar in the compile cache, so every
-measured request finds both warm (each server, each config alike). The servers run side by
+Before each measured request an unrecorded one with `max_tokens: WARM_TOKENS` and the same
+body puts the prompt in the server's prefix caches (the target's, and the draft's: a draft
+prefills the prompt at its first drafting step, so one token would warm the target alone and
+charge the draft's prefill to whichever config is measured first) and its grammar in the
+compile cache, so every measured request finds them warm (each server, each config alike). The servers run side by
 side, alternating which goes first per question.
 Per category, server and config: accuracy (BFCL's AST check, benchmarks.suite.bfcl_check),
 call rate (questions answered with at least one call), calls with invalid arguments (not a
@@ -62,6 +64,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 API_KEY = "bfcl-eval"
 CONFIGS = ("omitted", "required", "free")
+WARM_TOKENS = 4  # past the prefill step, so a speculating server drafts (and prefills its draft) once
 SERVERS = {"spec": ["--adaptive-k", "false"], "no-spec": ["--drafter", "none"]}
 
 
@@ -128,7 +131,7 @@ def ask(client: Any, model: str, question: Question, *, server: str, config: str
     record = Record(question.id, question.category, server, config)
     body = _body(question, config, max_tokens)
     try:
-        client.chat.completions.create(model=model, **{**body, "max_tokens": 1})  # warm: prefix + grammar caches
+        client.chat.completions.create(model=model, **{**body, "max_tokens": WARM_TOKENS})  # warm caches
         start = time.perf_counter()
         response = client.chat.completions.create(model=model, **body)
         record.latency_s = time.perf_counter() - start
