@@ -21,6 +21,7 @@ import os
 import pathlib
 import platform
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -32,15 +33,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 LAYOUTS = ("unconstrained", "flexible", "conventional")
 
 
-def layout_style(text: str) -> str | None:
-    """How the first JSON object or array in `text` is laid out, from the whitespace between
-    its tokens (outside strings): "indented" (newlines), "one line" (spaces only),
-    "compact" (none); None when `text` has no `{` or `[`."""
-    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    if not starts:
-        return None
-    depth, in_string, escaped, seen = 0, False, False, set()
-    for ch in text[min(starts):]:
+def _outside_strings(text: str) -> Iterator[str]:
+    """The characters of `text` outside JSON strings (each string's quotes included)."""
+    in_string = escaped = False
+    for ch in text:
         if in_string:
             if escaped:
                 escaped = False
@@ -48,11 +44,23 @@ def layout_style(text: str) -> str | None:
                 escaped = True
             elif ch == '"':
                 in_string = False
+                yield ch
             continue
+        in_string = ch == '"'
+        yield ch
+
+
+def layout_style(text: str) -> str | None:
+    """How the first JSON object or array in `text` is laid out, from the whitespace between
+    its tokens (outside strings): "indented" (newlines), "one line" (spaces only),
+    "compact" (none); None when `text` has no `{` or `[`."""
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        return None
+    depth, seen = 0, set()
+    for ch in _outside_strings(text[min(starts):]):
         if ch in " \t\r\n":
             seen.add("indented" if ch == "\n" else "one line")
-        elif ch == '"':
-            in_string = True
         elif ch in "{[":
             depth += 1
         elif ch in "}]":
@@ -64,21 +72,11 @@ def layout_style(text: str) -> str | None:
 
 def gaps_before_separators(text: str) -> int:
     """Whitespace runs right before a `,` or `:` outside JSON strings."""
-    count, in_string, escaped, gap = 0, False, False, False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            continue
+    count, gap = 0, False
+    for ch in _outside_strings(text):
         if ch in ",:" and gap:
             count += 1
         gap = ch in " \t\n\r"
-        if ch == '"':
-            in_string = True
     return count
 
 
