@@ -17,6 +17,7 @@ def test_prediction_usage_excludes_forced_drafts() -> None:
     assert details["rejected_prediction_tokens"] == 2  # 7 predicted - 5 accepted
     assert with_prediction["speculative"] == {
         "proposed_tokens": 10, "draft_tokens": 10, "accepted_tokens": 8, "acceptance_rate": 0.8, "steps": 4,
+        "unmasked_steps": 0,
     }
     plain = usage([stats], prompt_tokens=5)["completion_tokens_details"]
     assert plain["accepted_prediction_tokens"] == plain["rejected_prediction_tokens"] == 0
