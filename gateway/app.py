@@ -5,7 +5,7 @@ The lifespan builds the engine once from `settings.engine_config()` with
 starts the periodic speculation log line, freezes the startup heap (gateway.gc_heap, unless
 `gc_freeze` is off), and shuts everything down on exit (in-flight
 requests then fail with a 503 `engine_unavailable`; uvicorn first gives them
-`shutdown_timeout_s` to finish, see `gateway.cli.serve`). A backend this build cannot run
+`shutdown_timeout_s` to finish, see `cli.serve`). A backend this build cannot run
 (`--engine vllm` without vLLM) raises `engine.EngineUnavailableError` here, before anything
 loads. The grammar compiler's time limit is set from `grammar_compile_timeout_s`.
 Middleware, outermost first: request body size limit (413), per-endpoint request counting,

@@ -1,6 +1,6 @@
 """Gateway configuration: one pydantic-settings object read from `SPECGATE_*` environment
 variables, overridable by `specgate serve` flags (generated from these fields by
-`gateway.cli.flags`: one flag per field, the field's description as its help).
+`cli.flags`: one flag per field, the field's description as its help).
 
 The engine's fields are not range-checked here: `engine_config()` builds the one typed
 `engine.EngineConfig`, which checks them, and a validator calls it so a bad value fails when

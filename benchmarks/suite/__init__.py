@@ -4,5 +4,5 @@ Modules: workloads (cases from the shared data), bfcl (BFCL → OpenAI tools), v
 (independent oracles), configs (the named configurations), torch_runner / hf_runner /
 vllm_rows (one request each), records, metrics (aggregation, predicted speedup), report
 (JSON + markdown), plots (PNG sweeps), runner (the whole run). Entry point:
-`benchmarks.suite.runner.run_bench(settings)`; the CLI is `gateway/cli/bench.py`.
+`benchmarks.suite.runner.run_bench(settings)`; the CLI is `cli/bench.py`.
 """

@@ -56,7 +56,7 @@ def serve(flags: list[str], *, api_key: str, timeout_s: float = 900.0, cpus: str
     log = pathlib.Path(tempfile.mkstemp(prefix="specgate-serve-", suffix=".log")[1])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())", "serve",
+    cmd = [sys.executable, "-c", "import sys; from cli import main; sys.exit(main())", "serve",
            "--host", "127.0.0.1", "--port", str(port), "--api-key", api_key, *flags]
     if cpus is not None:
         cmd = ["taskset", "-c", cpus, *cmd]

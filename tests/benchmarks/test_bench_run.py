@@ -100,7 +100,7 @@ def test_vllm_rows_unavailable_are_marked_not_faked(monkeypatch: pytest.MonkeyPa
 
 
 def test_cli_rejects_unknown_config() -> None:
-    from gateway.cli import main
+    from cli import main
 
     assert main(["bench", "--quick", "--configs", "no-spec,turbo"]) == 2
 

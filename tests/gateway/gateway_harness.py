@@ -78,7 +78,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def spawn_serve(port: int, api_key: str, *args: str) -> subprocess.Popen[bytes]:
     """A real `specgate serve` process on loopback (this checkout's code, offline), stdout and
     stderr piped; `args` are further serve flags."""
-    cmd = [sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())", "serve",
+    cmd = [sys.executable, "-c", "import sys; from cli import main; sys.exit(main())", "serve",
            "--port", str(port), "--api-key", api_key, *args]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from gateway.cli import main
+from cli import main
 
 
 def test_list_on_empty_cache(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:

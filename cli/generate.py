@@ -33,8 +33,8 @@ def _request_body(args: argparse.Namespace) -> dict[str, Any] | None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from cli.flags import settings_overrides
     from engine import GenerationRequest, SamplingOptions, build_engine
-    from gateway.cli.flags import settings_overrides
     from gateway.settings import GatewaySettings
     from grammars import spec_from_request
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from gateway.cli.flags import add_settings_flags
+    from cli.flags import add_settings_flags
     from gateway.settings import ENGINE_FIELDS, GatewaySettings
 
     p = subparsers.add_parser("generate", help="generate once (speculative, grammar-masked), as `serve` would")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.cli import build_parser
-from gateway.cli.serve import settings_from_args
+from cli import build_parser
+from cli.serve import settings_from_args
 from gateway.settings import GatewaySettings
 
 

@@ -1,6 +1,6 @@
 """`specgate serve`: run the OpenAI-compatible gateway under uvicorn.
 
-Flags are generated from `GatewaySettings` (`gateway.cli.flags`) and override `SPECGATE_*`
+Flags are generated from `GatewaySettings` (`cli.flags`) and override `SPECGATE_*`
 environment variables; anything not given keeps its env/default value. Heavy imports happen
 inside `run`. `--engine vllm` exits with a clear message when this build has no vLLM.
 SIGTERM drains gracefully (`gateway.server.GracefulServer`, `--shutdown-timeout-s`).
@@ -14,7 +14,7 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    from gateway.cli.flags import add_settings_flags
+    from cli.flags import add_settings_flags
     from gateway.settings import GatewaySettings
 
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
-    from gateway.cli.flags import settings_overrides
+    from cli.flags import settings_overrides
     from gateway.settings import GatewaySettings
 
     return GatewaySettings(**settings_overrides(args, GatewaySettings))
