@@ -13,7 +13,7 @@ drafting step its prompt catch-up).
     python -m benchmarks.acceptance_trace --workloads json,tools,sql,chat --cases 3 \
         --max-tokens 48 -k 8 --threads 1 --out benchmarks/results/acceptance_trace.json
 
-Knows nothing about policies: it records; `engine.adaptive` decides.
+Knows nothing about policies: it records; `engine.pacing.adaptive` decides.
 """
 
 from __future__ import annotations
@@ -68,8 +68,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from benchmarks.suite.torch_runner import TorchRunner
     from benchmarks.suite.workloads import load_workload
-    from engine import cost_model, loader
-    from engine.hardware import choose_dtype, cpu_info
+    from engine import loader
+    from engine.pacing import cost_model
+    from engine.pacing.hardware import choose_dtype, cpu_info
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", default="json,tools,sql,chat")

@@ -1,15 +1,15 @@
 """Replays recorded greedy match sequences (`benchmarks.acceptance_trace`) under K policies
-with the recorded forward costs: `engine.adaptive.AdaptiveK` as the engine runs it, and fixed
+with the recorded forward costs: `engine.pacing.adaptive.AdaptiveK` as the engine runs it, and fixed
 K = 1..K_max, so a change to the policy is judged on real acceptance patterns in seconds.
 
-Replay rules (mirroring `engine.decoder.SpecDecoder.step` at T=0 with a model draft): the first
+Replay rules (mirroring `engine.torch_engine.decoder.SpecDecoder.step` at T=0 with a model draft): the first
 token comes from the target's prefill (not timed: decode only); a step at output position s
 with K drafts (capped by the tokens left) accepts the run of matches from s, at most K, and
 emits accepted + 1 tokens; its cost is (K - grammar-forced drafts) draft forwards + one
 (K+1)-token verify, from `ForwardCosts`; the first drafting step also pays the draft's
 catch-up prefill (prompt + tokens so far, `ForwardCosts.draft_prefill_cost_s`); a plain step
 costs one 1-token forward. Traces replayed in order share one engine's record of output lengths
-(`engine.output_lengths`, keyed by workload), as one engine's requests do. Unrevealed matches (a bonus token after a fully accepted recorded step) count as
+(`engine.pacing.output_lengths`, keyed by workload), as one engine's requests do. Unrevealed matches (a bonus token after a fully accepted recorded step) count as
 accepted. Predicted seconds, not measured ones: it checks the policy, the bench checks the
 machine.
 
@@ -27,10 +27,10 @@ from typing import Any
 def replay(trace: dict[str, Any], costs: Any, *, policy: str, k_max: int, fixed_k: int = 0,
            max_tokens: int | None = None, shared: Any = None, lengths: Any = None) -> dict[str, Any]:
     """Decode seconds, steps and the K chosen per step of one trace under one policy; `shared`:
-    the engine-wide acceptance prior (`engine.acceptance_model.AcceptancePriors`) and `lengths`
-    the record of output lengths (`engine.output_lengths.OutputLengths`) the traces replayed in
+    the engine-wide acceptance prior (`engine.pacing.acceptance_model.AcceptancePriors`) and `lengths`
+    the record of output lengths (`engine.pacing.output_lengths.OutputLengths`) the traces replayed in
     order share, as one engine's requests do."""
-    from engine.adaptive import AdaptiveK
+    from engine.pacing.adaptive import AdaptiveK
 
     matches = [1 if m is None else int(m) for m in trace["matches"]]
     forced = list(trace.get("forced", [False] * len(matches)))
@@ -76,7 +76,7 @@ def replay(trace: dict[str, Any], costs: Any, *, policy: str, k_max: int, fixed_
 
 
 def main(argv: list[str] | None = None) -> None:
-    from engine.cost_model import ForwardCosts
+    from engine.pacing.cost_model import ForwardCosts
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", help="JSON written by benchmarks.acceptance_trace")
@@ -91,13 +91,13 @@ def main(argv: list[str] | None = None) -> None:
     shared = None
     if not args.fresh:
         try:
-            from engine.acceptance_model import AcceptancePriors
+            from engine.pacing.acceptance_model import AcceptancePriors
         except ImportError:  # an engine from before the shared prior
             AcceptancePriors = None  # type: ignore[assignment,misc]  # noqa: N806
         shared = AcceptancePriors(depth=args.k_max) if AcceptancePriors is not None else None
     lengths = None
     if not args.fresh and not args.no_length_record:
-        from engine.output_lengths import OutputLengths
+        from engine.pacing.output_lengths import OutputLengths
 
         lengths = OutputLengths()
     costs = ForwardCosts.from_dict(data["costs"])

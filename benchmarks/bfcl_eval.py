@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="keep the records of an earlier run with --out")
     args = parser.parse_args(argv)
 
-    from engine.hardware import cpu_info
+    from engine.pacing.hardware import cpu_info
 
     by_category: list[list[Question]] = []
     left_out: dict[str, int] = {}

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--output", type=pathlib.Path, default=RESULTS)
     args = parser.parse_args(argv)
-    from engine.hardware import cpu_info
+    from engine.pacing.hardware import cpu_info
 
     medians = measure(threads=args.threads, repeat=args.repeat)
     cpu = cpu_info()

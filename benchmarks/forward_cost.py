@@ -14,7 +14,7 @@ fixed by environment variables read when torch loads and peak RSS is per process
   has AVX-512BW/VL/DQ, which an AVX2-only CPU lacks): the path an AVX2-only CPU takes.
   An emulation on this CPU (its caches, memory bandwidth), not a measurement of that CPU.
 - `llama-cpp`: the registered models' Q4_K_M GGUFs (the files the bf16 weights are dequantized
-  from) on llama.cpp's CPU kernels (`engine.llama_cpp_model`, llama-cpp-python built for
+  from) on llama.cpp's CPU kernels (`engine.torch_engine.llama_cpp_model`, llama-cpp-python built for
   x86-64-v3 by scripts/bootstrap.sh), `--threads` threads (default: every core).
 - `int8-dynamic`: `torch.ao.quantization.quantize_dynamic` int8 Linear weights (fp32
   activations, fbgemm). Changes the target model: opt-in only, never chosen automatically.
@@ -24,7 +24,7 @@ fixed by environment variables read when torch loads and peak RSS is per process
   dynamo graphs compiled by then and after all timed forwards (growth = recompiles as the
   cache grows), and the largest |logit| difference against the eager model on the same
   forwards (robustness). Prefill sizes get one untimed call first (their compile).
-Timing follows `engine.cost_model` (KVCache path, 64-token context, median of `--repeats`
+Timing follows `engine.pacing.cost_model` (KVCache path, 64-token context, median of `--repeats`
 after a warm-up, interleaved over n). Writes `<out>.json` and `<out>.md`; prints the table.
 """
 
@@ -64,7 +64,7 @@ ALPHA = 0.8
 def _prefill_ms(model: Any, n: int, *, repeats: int, warm_up: bool = False) -> float:
     import torch
 
-    from engine.kv_cache import cache_for
+    from engine.torch_engine.kv_cache import cache_for
 
     ids = torch.randint(0, int(model.config.vocab_size), (n,), generator=torch.Generator().manual_seed(1)).tolist()
     if warm_up:
@@ -89,7 +89,7 @@ def _compile(target: Any, draft: Any | None) -> dict[str, Any]:
     check the compiled logits against eager ones on the same growing cache."""
     import torch
 
-    from engine.kv_cache import KVCache
+    from engine.torch_engine.kv_cache import KVCache
 
     vocab = int(target.config.vocab_size)
     ids = torch.randint(0, vocab, (64 + 2 * sum(VERIFY_SIZES),), generator=torch.Generator().manual_seed(2)).tolist()
@@ -126,7 +126,7 @@ def child(option: str, args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from engine import loader
-    from engine.cost_model import kernel_path, measure_forward_costs
+    from engine.pacing.cost_model import kernel_path, measure_forward_costs
 
     spec = OPTIONS[option]
     if args.threads:
@@ -135,7 +135,7 @@ def child(option: str, args: argparse.Namespace) -> dict[str, Any]:
         torch.backends.mkldnn.enabled = False
     start = time.perf_counter()
     if spec.get("llama_cpp"):
-        from engine.hardware import cpu_info
+        from engine.pacing.hardware import cpu_info
 
         threads = args.threads or cpu_info().cores
         target = loader.load_gguf(args.model, n_threads=threads, n_ctx=1024)[0]
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import torch
 
-    from engine.hardware import cpu_info
+    from engine.pacing.hardware import cpu_info
 
     started = time.perf_counter()
     rows = []

@@ -14,7 +14,7 @@ the tokens of a valid output and times, at every position:
 - schema-aware SQL also: the grammar's own fill (no scope layer), and a separate walk that
   fills each position before anything else did (the scope layer's per-signature tables
   cleared), the first-fill cost the timed walk's fills do not see;
-- in a separate walk, the rows as the torch engine fills them at batch 1 (engine.decoder):
+- in a separate walk, the rows as the torch engine fills them at batch 1 (engine.torch_engine.decoder):
   each step the drafter fills one row per draft position (`fill_mask`, advancing through
   its drafts, then rolling back), then the verify rows (K+1: the same positions and the one
   after the last draft), every draft accepted (drafts = the next K tokens of the output),

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from benchmarks.suite.bfcl_data import CATEGORIES, load_questions
-from engine.hardware import cpu_info
+from engine.pacing.hardware import cpu_info
 from engine.prompts import encode_text, render_chat
 from grammars.tool_calls import BARE_OPENINGS, CALL_BEGIN, parse_tool_calls
 

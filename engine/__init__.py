@@ -49,11 +49,11 @@ def __getattr__(name: str) -> Any:
 
         return getattr(build, name)
     if name == "SpecDecoder":
-        from engine.decoder import SpecDecoder
+        from engine.torch_engine.decoder import SpecDecoder
 
         return SpecDecoder
     if name == "TorchEngine":
-        from engine.torch_engine import TorchEngine
+        from engine.torch_engine.engine import TorchEngine
 
         return TorchEngine
     raise AttributeError(name)

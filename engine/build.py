@@ -1,13 +1,13 @@
 """`build_engine(config) -> Engine`: the one place that turns an `EngineConfig` into a running
 engine, dispatching on `config.backend`.
 
-torch: resolve `kernels="auto"` (`engine.kernels.choose_kernels`: llama.cpp on the GGUFs, or
-transformers) and, for transformers, `dtype="auto"` (`engine.hardware.choose_dtype`); load
+torch: resolve `kernels="auto"` (`engine.torch_engine.kernels.choose_kernels`: llama.cpp on the GGUFs, or
+transformers) and, for transformers, `dtype="auto"` (`engine.pacing.hardware.choose_dtype`); load
 target (and draft) model + tokenizer, measure (or load cached) forward costs when the engine speculates
-(`engine.cost_model.load_or_measure`; exposed as `engine.forward_costs`, used by adaptive K),
+(`engine.pacing.cost_model.load_or_measure`; exposed as `engine.forward_costs`, used by adaptive K),
 build the grammar compiler once (vocab_size = the model's logits width, stop ids by the one
 rule in `grammars.stop_tokens`), wrap a `SpecDecoder` in a `TorchEngine` with human-readable
-`startup_notes` for the gateway to log. vllm: `engine.vllm_engine.build_vllm_engine`.
+`startup_notes` for the gateway to log. vllm: `engine.vllm.engine.build_vllm_engine`.
 Blocking (model loading); `EngineUnavailableError` when the backend is not in this build.
 """
 
@@ -38,18 +38,18 @@ def check_backend_available(config: EngineConfig) -> None:
 def build_engine(config: EngineConfig) -> Engine:
     check_backend_available(config)
     if config.backend == "vllm":
-        from engine.vllm_engine import build_vllm_engine
+        from engine.vllm.engine import build_vllm_engine
 
         return build_vllm_engine(config)
     return build_torch_engine(config)
 
 
 def build_torch_engine(config: EngineConfig) -> Engine:
-    from engine import cost_model
-    from engine.decoder import SpecDecoder
-    from engine.hardware import choose_dtype
-    from engine.kernels import choose_draft_kernels, choose_kernels
-    from engine.torch_engine import TorchEngine
+    from engine.pacing import cost_model
+    from engine.pacing.hardware import choose_dtype
+    from engine.torch_engine.decoder import SpecDecoder
+    from engine.torch_engine.engine import TorchEngine
+    from engine.torch_engine.kernels import choose_draft_kernels, choose_kernels
     from grammars import GrammarCompiler
 
     kernels, kernels_reason = choose_kernels(config.kernels, device=config.device, models=[config.model])
@@ -61,7 +61,7 @@ def build_torch_engine(config: EngineConfig) -> Engine:
 
     def load(name: str, on: str) -> tuple[Any, Any]:
         if on == "llama-cpp":
-            from engine.hardware import cpu_info
+            from engine.pacing.hardware import cpu_info
 
             return loader.load_gguf(name, n_threads=config.num_threads or cpu_info().cores,
                                     n_ctx=config.max_model_len, cache_dir=config.cache_dir)

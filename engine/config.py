@@ -79,18 +79,18 @@ class EngineConfig:
     `max_spec_concurrency`: with more active requests than this, steps run without
     speculation (the load switch; torch backend).
     `adaptive_k` (None = on for the torch backend, off for vLLM): the engine measures its
-    forward costs at start (`engine.cost_model`, cached per machine, models, dtype and kernels;
+    forward costs at start (`engine.pacing.cost_model`, cached per machine, models, dtype and kernels;
     `remeasure_costs` forces a new measurement) and picks K <= k per step from them and the
     request's acceptance, 0 where speculation cannot pay. `dtype` "auto": bfloat16 on CUDA and
-    on CPUs with native bf16, float32 elsewhere (`engine.hardware.choose_dtype`).
+    on CPUs with native bf16, float32 elsewhere (`engine.pacing.hardware.choose_dtype`).
     `kernels` (torch engine on CPU): "torch" runs the HF models in `dtype`; "llama-cpp" runs
-    the same models' Q4_K_M GGUF weights on llama.cpp's CPU kernels (`engine.llama_cpp_model`;
+    the same models' Q4_K_M GGUF weights on llama.cpp's CPU kernels (`engine.torch_engine.llama_cpp_model`;
     `dtype` unused); "auto" picks llama-cpp where the CPU has no native bf16
-    (`engine.kernels.choose_kernels`). `draft_kernels` the same for the draft model ("auto":
-    llama-cpp wherever it can run the draft, `engine.kernels.choose_draft_kernels`); a draft on
+    (`engine.torch_engine.kernels.choose_kernels`). `draft_kernels` the same for the draft model ("auto":
+    llama-cpp wherever it can run the draft, `engine.torch_engine.kernels.choose_draft_kernels`); a draft on
     other kernels than the target keeps the output law exact (q may be any distribution), it
     only changes acceptance and cost.
-    `prefix_cache_mib`: bound of the automatic prefix cache (`engine.prefix_cache`: the
+    `prefix_cache_mib`: bound of the automatic prefix cache (`engine.torch_engine.prefix_cache`: the
     keys/values of recent prompts of the target and the draft, reused by later requests that
     start with the same tokens; LRU beyond the bound); 0 = off. Torch backend only (vLLM has
     its own prefix caching).

@@ -61,8 +61,8 @@ def load_gguf(name_or_path: str, *, n_threads: int, n_ctx: int, cache_dir: str |
     kept) or a directory holding one `*.gguf` beside its HF config and tokenizer."""
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
-    from engine.llama_cpp_model import LlamaCppModel
     from engine.models import gguf_for
+    from engine.torch_engine.llama_cpp_model import LlamaCppModel
 
     path = resolve(name_or_path, cache_dir=cache_dir)
     gguf = gguf_for(name_or_path if not pathlib.Path(name_or_path).expanduser().is_dir() else path,

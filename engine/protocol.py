@@ -1,6 +1,6 @@
 """`Engine`: what every engine backend provides to the gateway (and to benchmarks and the CLI).
 
-Both `engine.torch_engine.TorchEngine` and `engine.vllm_engine.VllmEngine` satisfy it; mypy
+Both `engine.torch_engine.engine.TorchEngine` and `engine.vllm.engine.VllmEngine` satisfy it; mypy
 checks them against it (`engine.build` returns `Engine`), and so does a test at run time.
 
 Contract:

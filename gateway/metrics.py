@@ -98,7 +98,7 @@ class GatewayMetrics:
         )
         self.engine_up = Gauge("specgate_engine_up", "1 while the engine can serve, 0 once it is dead", registry=r)
         self.forward_seconds = Gauge(
-            "specgate_forward_seconds", "Measured forward time at engine start (engine.cost_model)",
+            "specgate_forward_seconds", "Measured forward time at engine start (engine.pacing.cost_model)",
             ["model", "tokens"], registry=r,
         )
         self.cost_model_info = Gauge(

@@ -39,7 +39,7 @@ fi
 # llama.cpp kernels (`--kernels llama-cpp`, auto's choice on CPUs): llama-cpp-python has no binary
 # wheel on PyPI, so it is built from its sdist (cmake + a C++ compiler; measured on 2 cores: the whole first bootstrap 5 min quiet, 12 min beside a test run).
 # On x86 the build targets x86-64-v3 (AVX2, FMA, F16C), not -march=native, so one venv runs on
-# every CPU of that class (engine.llama_cpp_model checks the flags before loading it); no wheel
+# every CPU of that class (engine.torch_engine.llama_cpp_model checks the flags before loading it); no wheel
 # is cached (--no-cache-dir), so a build never leaks to another machine. The multimodal library
 # is not built. SPECGATE_SKIP_LLAMA_CPP=1 skips this step (the engine then uses torch kernels,
 # and the llama.cpp tests skip with the reason).

@@ -8,7 +8,7 @@ Torch-engine configurations (specgate's own `SpecDecoder`, same models, same gra
   kept and rejected with certainty (exact); at T=0 identical to `spec-unmasked-draft`;
 - `specgate`: exactly what `specgate serve` does by default: the same grammar mask on q and p
   (drafts never stray; forced tokens are free), adaptive K <= K from the measured forward
-  costs (engine.cost_model) and each request's acceptance, the auto dtype;
+  costs (engine.pacing.cost_model) and each request's acceptance, the auto dtype;
 - `specgate-fixed-k`: the same with a fixed K (the K sweep);
 - `hf-plain`: transformers bf16, no speculation: the fixed reference,
   whatever dtype the bench's own backend resolves to;
@@ -45,7 +45,7 @@ class TorchConfig:
     unmasked_mode: Literal["argmax", "sample"] = "argmax"
     adaptive_k: bool = False
     bf16_reference: bool = False  # runs on a bf16 target whatever the bench's dtype
-    prefix_cache: bool = True  # the engine's default automatic prefix cache (engine.prefix_cache)
+    prefix_cache: bool = True  # the engine's default automatic prefix cache (engine.torch_engine.prefix_cache)
     llama_draft: bool = False  # the draft model on llama.cpp kernels (its GGUF), the target as the bench's
 
     @property

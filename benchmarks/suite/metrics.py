@@ -37,7 +37,7 @@ Row fields (None where the runner could not measure them):
 - `latency_p50_s` / `latency_p99_s` over requests (prefill included); `ttft_p50_s` /
   `ttft_p99_s`: time to the first token (prompt, grammar compile and prefill);
 - `cost_predicted_speedup` = Σ (decode tokens × plain step) / Σ predicted decode step times,
-  both from the forward costs `engine.cost_model` measured at start (the engine's own model
+  both from the forward costs `engine.pacing.cost_model` measured at start (the engine's own model
   of what speculation is worth, fed with the tokens and forwards each step actually had);
   `speedup_vs_cost_model` = speedup / cost_predicted_speedup (1 = the cost model is right);
 - `errors` (count) and `error` (the first message).

@@ -50,7 +50,7 @@ class RequestRecord:
     timing: str = "decode"  # "decode": prefill step excluded; "e2e": decode_* include the prefill
     ttft_s: float | None = None  # request start (prompt, grammar) to the first committed token
     cached_tokens: int | None = None  # prompt positions the target restored from the prefix cache
-    decode_predicted_s: float | None = None  # engine.cost_model's time for the decode steps that ran
+    decode_predicted_s: float | None = None  # engine.pacing.cost_model's time for the decode steps that ran
     decode_plain_predicted_s: float | None = None  # ... and for as many plain steps as decode tokens
     plugin_s: float | None = None  # vLLM: the specgate plugin's own host time in the worker
     worker_step_s: float | None = None  # vLLM: the worker's step time (execute_model + sample_tokens)

@@ -25,7 +25,7 @@ REQUIRED_FIELDS = ("workload", "config", "acceptance_rate", "mean_accepted_lengt
 def machine_info() -> dict[str, Any]:
     import torch
 
-    from engine.hardware import cpu_info
+    from engine.pacing.hardware import cpu_info
 
     return {
         "cpu": cpu_info().model, "cpu_flags": cpu_info().key_flags,
@@ -142,14 +142,14 @@ def _mask(row: dict[str, Any]) -> Any:
 
 
 def _costs_header(document: dict[str, Any]) -> list[str]:
-    """The machine and the forward costs the engine measured (engine.cost_model), as a header."""
+    """The machine and the forward costs the engine measured (engine.pacing.cost_model), as a header."""
     machine = document.get("machine", {})
     costs = machine.get("forward_costs")
     lines = [f"CPU: {machine.get('cpu', '?')}, flags {' '.join(machine.get('cpu_flags', []))}; "
              f"kernels {machine.get('kernels', 'torch')} (draft: {machine.get('draft_kernels', 'same')}), "
              f"dtype {machine.get('dtype', '?')}.", ""]
     if costs:
-        from engine.cost_model import ForwardCosts
+        from engine.pacing.cost_model import ForwardCosts
 
         lines += [f"- {line}" for line in ForwardCosts.from_dict(costs).describe()] + [""]
     return lines
@@ -161,7 +161,7 @@ def _ttft_table(rows: list[dict[str, Any]]) -> list[str]:
         return []
     lines = ["## Time to first token and the cost model", "",
              "TTFT: request start to the first token (prompt, grammar compile, prefill). cost model: the speedup "
-             "engine.cost_model predicts from the costs measured at start and the tokens and forwards each step "
+             "engine.pacing.cost_model predicts from the costs measured at start and the tokens and forwards each step "
              "had; measured ÷ cost model = 1 when the cost model is right.", "",
              "| workload | config | TTFT p50 s | TTFT p99 s | speedup | cost model | measured ÷ cost model |",
              "|---|---|---|---|---|---|---|"]

@@ -41,9 +41,9 @@ class BenchSettings:
     quick: bool = True
     target: str = "qwen2.5-coder-1.5b"
     draft: str = "qwen2.5-coder-0.5b"
-    dtype: str = "auto"  # as `specgate serve`: engine.hardware.choose_dtype
-    kernels: str = "auto"  # as `specgate serve`: engine.kernels.choose_kernels
-    draft_kernels: str = "auto"  # as `specgate serve`: engine.kernels.choose_draft_kernels
+    dtype: str = "auto"  # as `specgate serve`: engine.pacing.hardware.choose_dtype
+    kernels: str = "auto"  # as `specgate serve`: engine.torch_engine.kernels.choose_kernels
+    draft_kernels: str = "auto"  # as `specgate serve`: engine.torch_engine.kernels.choose_draft_kernels
     onednn: bool = True  # False: torch's oneDNN off (with the AVX2 caps in the env: an AVX2-only CPU's torch path)
     workloads: tuple[str, ...] = ("json", "tools", "sql", "chat")
     configs: tuple[str, ...] = tuple(c for c in CONFIGS if c not in ("forced-only", "specgate-fixed-k"))
@@ -117,9 +117,14 @@ class Bench:
         import torch
 
         from benchmarks.suite.torch_runner import TorchRunner
-        from engine import cost_model, loader
-        from engine.hardware import choose_dtype, cpu_info
-        from engine.kernels import choose_draft_kernels, choose_kernels, why_not_llama_cpp
+        from engine import loader
+        from engine.pacing import cost_model
+        from engine.pacing.hardware import choose_dtype, cpu_info
+        from engine.torch_engine.kernels import (
+            choose_draft_kernels,
+            choose_kernels,
+            why_not_llama_cpp,
+        )
 
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)

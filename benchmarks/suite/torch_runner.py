@@ -19,13 +19,13 @@ from benchmarks.suite.configs import TORCH_CONFIGS
 from benchmarks.suite.records import EARLY_TOKENS, RequestRecord, describe_error
 from benchmarks.suite.validity import is_valid
 from benchmarks.suite.workloads import Case, Workload
-from engine.kv_cache import common_prefix_length
+from engine.torch_engine.kv_cache import common_prefix_length
 
 
 class TorchRunner:
     def __init__(self, *, target_model: Any, draft_model: Any | None, tokenizer: Any) -> None:
-        from engine.kv_cache import logits_width
         from engine.loader import model_stop_token_ids
+        from engine.torch_engine.kv_cache import logits_width
 
         self.target_model = target_model
         self.draft_model = draft_model
@@ -35,7 +35,7 @@ class TorchRunner:
         self._compilers: dict[int, Any] = {}
         self._grammars: dict[tuple[int, str], Any] = {}
         self._decoders: dict[tuple[str, int], Any] = {}
-        self.costs: Any = None  # engine.cost_model.ForwardCosts: adaptive K and the predicted times
+        self.costs: Any = None  # engine.pacing.cost_model.ForwardCosts: adaptive K and the predicted times
         self.llama_draft: Any = None  # the draft on llama.cpp kernels (`llama_draft` configurations)
         self.llama_draft_costs: Any = None  # the costs measured for the target with that draft
         self.llama_draft_why_not = ""  # why that draft could not be loaded (its rows then show the error)
@@ -70,7 +70,7 @@ class TorchRunner:
 
     def decoder(self, config_name: str, k: int) -> Any:
         from engine.config import EngineConfig
-        from engine.decoder import SpecDecoder
+        from engine.torch_engine.decoder import SpecDecoder
 
         config = TORCH_CONFIGS[config_name]
         key = (config_name, k if config.speculates else 0)

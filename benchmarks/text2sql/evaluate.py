@@ -64,7 +64,7 @@ WARM_UP_DDL = "CREATE TABLE item (item_id INTEGER PRIMARY KEY, name TEXT, price 
 
 def cpu_name() -> str:
     """The CPU model with its family / model numbers and key flags (no machine paths)."""
-    from engine.hardware import cpu_info
+    from engine.pacing.hardware import cpu_info
 
     info = cpu_info()
     numbers = {}
@@ -149,8 +149,8 @@ def gold_checks(questions: list[Question], suites: dict[str, TestSuite], tokeniz
 def load_pair(args: argparse.Namespace, *, needs_draft: bool, log: Any) -> tuple[Any, Any, Any, str]:
     """(target, draft or None, tokenizer, kernels line) on the kernels `specgate serve` picks."""
     from engine import loader
-    from engine.hardware import choose_dtype, cpu_info
-    from engine.kernels import choose_draft_kernels, choose_kernels
+    from engine.pacing.hardware import choose_dtype, cpu_info
+    from engine.torch_engine.kernels import choose_draft_kernels, choose_kernels
 
     threads = args.threads or cpu_info().cores
     kernels, why = choose_kernels(args.kernels, device="cpu", models=[args.target])
@@ -182,7 +182,7 @@ def run_model(args: argparse.Namespace, stream: list[Question], suites: dict[str
     from benchmarks.suite.configs import TORCH_CONFIGS
     from benchmarks.suite.torch_runner import TorchRunner
     from benchmarks.suite.workloads import Case, Workload
-    from engine import cost_model
+    from engine.pacing import cost_model
     from grammars.sql_check import check_sql
 
     if args.threads:

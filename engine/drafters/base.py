@@ -27,14 +27,14 @@ import torch
 from tokenmask import forced_token, token_allowed
 
 if TYPE_CHECKING:
-    from engine.kv_cache import ModelCache
-    from engine.transform import RequestTransform
+    from engine.torch_engine.kv_cache import ModelCache
+    from engine.torch_engine.transform import RequestTransform
     from grammars import Matcher
 
 
 class DraftContext(Protocol):
     """What a drafter may read (and, for the matcher / draft cache / generator, use) of a
-    sequence; `engine.sequence_state.SequenceState` provides it."""
+    sequence; `engine.torch_engine.sequence_state.SequenceState` provides it."""
 
     tokens: list[int]
     matcher: Matcher | None

@@ -177,7 +177,7 @@ def pull(
 
 def gguf_for(name_or_dir: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None,
              progress: bool = True) -> pathlib.Path | None:
-    """The GGUF file of a model, for llama.cpp kernels (`engine.llama_cpp_model`), or None.
+    """The GGUF file of a model, for llama.cpp kernels (`engine.torch_engine.llama_cpp_model`), or None.
 
     A registered name: `<root>/<name>/<gguf_filename>` (the very file `pull` converts), fetched
     and verified on first use and kept there. A local directory: its only `*.gguf` (None when

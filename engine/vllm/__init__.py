@@ -1,5 +1,5 @@
 """specgate inside vLLM: the worker plugin (grammar-masked drafts, CPU kernel fix) and the
-request translation used by `engine.vllm_engine`.
+request translation used by `engine.vllm.engine`.
 
 Modules: `plugin` (vLLM entry point `register()`, patches), `draft_mask` (per-request
 matchers in the worker), `timing` (the worker's step and plugin times), `step_costs` (the

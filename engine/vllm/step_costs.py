@@ -1,4 +1,4 @@
-"""The torch engine's cost model (`engine.cost_model.ForwardCosts`) fed with what a vLLM worker
+"""The torch engine's cost model (`engine.pacing.cost_model.ForwardCosts`) fed with what a vLLM worker
 measured (`engine.vllm.timing.PluginTimes.as_dict()`), to say which draft length pays inside
 vLLM on this machine.
 
@@ -7,7 +7,7 @@ vLLM on this machine.
   sampling, the draft loop excluded: `execute_s + sample_s - propose_s`), and `draft_s` = the
   draft loop's time per draft (`propose_s / k`, over the steps that proposed k drafts). Token
   counts never observed are interpolated linearly between observed ones (held flat beyond
-  them), then made non-decreasing (`engine.cost_model.monotone`). Steps with more than k+1
+  them), then made non-decreasing (`engine.pacing.cost_model.monotone`). Steps with more than k+1
   tokens (prefill) are ignored. Batch 1 only: at batch b a step of n tokens is another shape.
   None when no step with k+1 tokens and none with fewer were timed.
 - `alpha_from_tokens_per_step(tau, k)`: the i.i.d. per-draft acceptance whose expected tokens
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.cost_model import ForwardCosts, monotone
+from engine.pacing.cost_model import ForwardCosts, monotone
 from sampler import expected_tokens_per_step
 
 

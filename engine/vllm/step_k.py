@@ -4,8 +4,8 @@ batch's per-request acceptance and the worker's own measured step costs.
 Contract (pure bookkeeping; the plugin feeds it from the worker, `engine.vllm.plugin`):
 - `observe_acceptance(req_id, num_drafts=..., num_accepted=...)`: one verified step of one
   request (drafts proposed for it, drafts the target accepted). Per request a
-  `engine.acceptance_model.DepthAcceptance` (depth-wise hazards, exponential forgetting),
-  seeded from an engine-wide one (`shared`, fed by every request) as `engine.adaptive` does.
+  `engine.pacing.acceptance_model.DepthAcceptance` (depth-wise hazards, exponential forgetting),
+  seeded from an engine-wide one (`shared`, fed by every request) as `engine.pacing.adaptive` does.
 - `observe_step(tokens=..., verify_s=..., first_draft_s=..., draft_s=...)`: one runner step:
   `tokens` scheduled tokens took `verify_s` (target forward + rejection sampling, the draft
   loop excluded); the draft loop's first forward (the draft model catching up on the step's
@@ -14,7 +14,7 @@ Contract (pure bookkeeping; the plugin feeds it from the worker, `engine.vllm.pl
   Seconds are kept as exponentially weighted means (`decay` per step); the verify cost is a
   weighted least-squares line in the scheduled tokens (prefill steps included: they are what
   pins its slope when decode steps all schedule the same count), its slope never below 0.
-- `costs(batch)`: those means as the torch engine's `engine.cost_model.ForwardCosts`
+- `costs(batch)`: those means as the torch engine's `engine.pacing.cost_model.ForwardCosts`
   (`target_s[n-1]` = verify cost of `batch * n` tokens, `draft_s` = one further draft forward).
   A step with k drafts costs `costs.step_s(k, draft_forwards=max(k - 1, 0)) + first_draft_s`
   (`step_s`): in vLLM the first draft forward is paid at every K, the other k-1 only when
@@ -28,7 +28,7 @@ Contract (pure bookkeeping; the plugin feeds it from the worker, `engine.vllm.pl
 - `drop(req_ids)`: forget finished requests.
 
 Invariants: k_min <= choose() <= k_max; no vLLM import; the math is
-`engine.cost_model.ForwardCosts` + `sampler.expected_tokens_from_hazards`, not re-derived.
+`engine.pacing.cost_model.ForwardCosts` + `sampler.expected_tokens_from_hazards`, not re-derived.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from engine.acceptance_model import DepthAcceptance, seeded_acceptance
-from engine.cost_model import ForwardCosts
+from engine.pacing.acceptance_model import DepthAcceptance, seeded_acceptance
+from engine.pacing.cost_model import ForwardCosts
 from sampler import expected_tokens_from_hazards
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.adaptive_replay import replay
-from engine.cost_model import ForwardCosts
+from engine.pacing.cost_model import ForwardCosts
 
 FLAT = ForwardCosts(target_s=(0.3, 0.3, 0.3, 0.3, 0.3), draft_s=0.1, draft_prefill_s=0.01)
 

@@ -50,7 +50,7 @@ def test_json_has_every_cell_with_documented_fields(bench_doc: tuple[dict[str, A
     by_cell = {(row["workload"], row["config"]): row for row in on_disk["results"]}
     assert by_cell[("json", "no-spec")]["speedup"] == pytest.approx(1.0)
     assert by_cell[("json", "specgate-fixed-k")]["predicted_speedup"] is not None
-    assert by_cell[("json", "specgate-fixed-k")]["cost_predicted_speedup"] > 0  # engine.cost_model's prediction
+    assert by_cell[("json", "specgate-fixed-k")]["cost_predicted_speedup"] > 0  # engine.pacing.cost_model's prediction
     assert by_cell[("json", "specgate")]["cost_predicted_speedup"] > 0  # adaptive K: what serve does
     hf_chat = by_cell[("chat", "hf-assisted")]
     assert hf_chat["errors"] == 0 and hf_chat["completion_tokens"] > 0

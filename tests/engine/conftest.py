@@ -47,7 +47,7 @@ def compile_body(grammar_compiler: Any) -> Callable[[dict[str, Any]], Any]:
 
 @pytest.fixture(scope="session")
 def make_decoder(tiny_pair: tuple[Any, Any, Any]) -> Callable[..., Any]:
-    from engine.decoder import SpecDecoder
+    from engine.torch_engine.decoder import SpecDecoder
 
     target, draft, tokenizer = tiny_pair
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from engine import EngineConfig, GenerationRequest, SamplingOptions, build_engine
-from engine.adaptive import AdaptiveK
-from engine.detokenizer import Detokenizer
+from engine.pacing.adaptive import AdaptiveK
+from engine.torch_engine.detokenizer import Detokenizer
 
 
 @pytest.fixture(scope="module")

@@ -32,8 +32,8 @@ def drop_server(tiny_engine_factory: Callable[..., Any]) -> Iterator[RunningServ
 
 
 def _live_objects() -> dict[str, int]:
-    from engine.kv_cache import KVCache
-    from engine.sequence_state import SequenceState
+    from engine.torch_engine.kv_cache import KVCache
+    from engine.torch_engine.sequence_state import SequenceState
     from grammars import Matcher
 
     gc.collect()

@@ -39,7 +39,7 @@ class _Fault(RuntimeError):
 
 def _install_faults(engine: Any) -> None:
     """Wrap the real engine's seams so that requests with a chosen seed (or stop string) fail."""
-    import engine.torch_engine as torch_engine_module
+    import engine.torch_engine.engine as torch_engine_module
 
     decoder = engine.decoder
     drafter = decoder.drafter
@@ -87,7 +87,7 @@ def _install_faults(engine: Any) -> None:
 
 @pytest.fixture(scope="module")
 def faulty_server(tiny_engine_factory: Callable[..., Any]) -> Iterator[RunningServer]:
-    import engine.torch_engine as torch_engine_module
+    import engine.torch_engine.engine as torch_engine_module
     from gateway.app import create_app
 
     real_detok = torch_engine_module.Detokenizer

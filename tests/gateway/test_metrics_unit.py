@@ -45,7 +45,7 @@ async def test_stats_logger_logs_periodically(caplog: pytest.LogCaptureFixture) 
 def test_engine_forward_costs_are_exported() -> None:
     from types import SimpleNamespace
 
-    from engine.cost_model import ForwardCosts
+    from engine.pacing.cost_model import ForwardCosts
 
     metrics = GatewayMetrics()
     metrics.record_engine(SimpleNamespace(forward_costs=None))  # an engine without costs: nothing, no error
@@ -61,7 +61,7 @@ def test_engine_forward_costs_are_exported() -> None:
 def test_prefix_cache_stats_are_exported_at_scrape() -> None:
     from types import SimpleNamespace
 
-    from engine.prefix_cache import PoolStats, PrefixCacheStats
+    from engine.torch_engine.prefix_cache import PoolStats, PrefixCacheStats
 
     metrics = GatewayMetrics()
     metrics.watch_engine(SimpleNamespace(live_request_ids=set, dead_reason=None, prefix_cache_stats=lambda: None))

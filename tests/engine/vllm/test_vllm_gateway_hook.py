@@ -12,7 +12,7 @@ from gateway.settings import GatewaySettings
 
 
 def test_settings_reach_build_vllm_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.vllm_engine as module
+    import engine.vllm.engine as module
 
     seen: list[Any] = []
     monkeypatch.setattr(module, "build_vllm_engine", lambda config: seen.append(config) or "engine")

@@ -132,7 +132,7 @@ def test_vllm_stats_count_proposed_drafts_like_the_torch_engine() -> None:
     from types import SimpleNamespace
 
     from engine.stats import RequestStats
-    from engine.vllm_engine import _fill_spec_stats
+    from engine.vllm.engine import _fill_spec_stats
 
     stats = RequestStats(completion_tokens=20)
     metrics = SimpleNamespace(histogram=[1, 2, 0, 1, 2], num_draft_tokens=18)  # 6 spec steps, 13 accepted

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from engine.vllm_engine import _configure_env, find_preload_libraries, preload_for_vllm
+from engine.vllm.engine import _configure_env, find_preload_libraries, preload_for_vllm
 
 
 def _touch(path: pathlib.Path) -> pathlib.Path:

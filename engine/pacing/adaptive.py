@@ -3,13 +3,13 @@ machine's measured forward costs, and turn speculation off where it cannot pay.
 
 Model: K drafts yield `1 + sum_{i<K} prod_{j<=i} h_j` tokens per step at a cost of `c*K + v_K`
 plain target steps, where h_j is the request's depth-wise acceptance
-(`engine.acceptance_model.DepthAcceptance`: per-depth counts with exponential forgetting,
+(`engine.pacing.acceptance_model.DepthAcceptance`: per-depth counts with exponential forgetting,
 a weak prior, depths never reached extrapolated from the one above). With i.i.d. acceptance
 this is Leviathan et al.'s geometric model; where acceptance is bursty (a step that got past
 its first drafts goes on) it values long K as it should (on the real pair the measured
 acceptance is nearly flat by depth: docs/speculation.md, "Adaptive K"). `alpha` is the
 pooled i.i.d. estimate, kept for reporting. `shared` (an engine-wide `DepthAcceptance` for this drafter kind,
-`engine.acceptance_model.AcceptancePriors`): its hazards are the request's prior and every
+`engine.pacing.acceptance_model.AcceptancePriors`): its hazards are the request's prior and every
 observed step feeds it, so a request starts from the pair's acceptance, not a generic 0.6
 (the decoder passes its grammar family's, `AcceptancePriors.shared(kind, family)`: a new
 schema starts from its family's acceptance).
@@ -21,7 +21,7 @@ drafting step that the prior says pays runs at K_max: it measures the acceptance
 depth at once (at most c·(K_max-1) plain steps lost, once per engine and drafter kind, where
 the generic prior would ramp K up over several steps).
 
-With `costs` (an `engine.cost_model.ForwardCosts` measured once per machine and shared by
+With `costs` (an `engine.pacing.cost_model.ForwardCosts` measured once per machine and shared by
 every request), K is `costs.best_k(hazards)` from the very first step: no per-request warm-up.
 Model-free drafts (`free_drafts`: n-gram, Predicted Outputs, grammar-forced) cost no draft
 forward, so they are priced with c = 0. Before the draft model's first drafting step it must
@@ -31,7 +31,7 @@ depends on the remaining length, which is not known; in order:
 1. where even running to its limit (`room` tokens) would not save the catch-up, the request
    never drafts (a 6-token SQL query with max_tokens 8 never pays a 300-token prefill);
 2. while the engine's record of finished outputs like this one (`expected_remaining`,
-   `engine.output_lengths`) covers the request (some recorded output ran longer), the record
+   `engine.pacing.output_lengths`) covers the request (some recorded output ran longer), the record
    decides: the draft prefills as soon as the expected remaining tokens save more than the
    catch-up, and not before (learning-augmented rental: the record replaces the guess);
 3. otherwise (nothing recorded, the request has run past every recorded output, or no
@@ -58,11 +58,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.acceptance_model import SharedAcceptance, seeded_acceptance
+from engine.pacing.acceptance_model import SharedAcceptance, seeded_acceptance
 from sampler import expected_speedup_from_hazards
 
 if TYPE_CHECKING:
-    from engine.cost_model import ForwardCosts
+    from engine.pacing.cost_model import ForwardCosts
 
 
 class AdaptiveK:
@@ -97,7 +97,7 @@ class AdaptiveK:
         return self.acceptance.alpha
 
     def hazards(self) -> list[float]:
-        """Depth-wise acceptance h_0..h_{k_max-1} (see `engine.acceptance_model`)."""
+        """Depth-wise acceptance h_0..h_{k_max-1} (see `engine.pacing.acceptance_model`)."""
         return self.acceptance.hazards()
 
     def _ema(self, old: float | None, new: float) -> float:

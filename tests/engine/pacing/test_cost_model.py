@@ -1,4 +1,4 @@
-"""engine.cost_model + engine.adaptive + engine.hardware: the measured costs decide K.
+"""engine.pacing.cost_model + engine.pacing.adaptive + engine.pacing.hardware: the measured costs decide K.
 
 Curves used: the issue's AVX2-only EPYC (bf16 verify grows linearly: 200/365/520/.../1450 ms),
 the bf16-native 2-core EPYC of DESIGN.md (5-token verify 1.39 plain steps), and a flat
@@ -12,9 +12,14 @@ from typing import Any
 
 import pytest
 
-from engine.adaptive import AdaptiveK
-from engine.cost_model import ForwardCosts, cache_path, load_or_measure, measure_forward_costs
-from engine.hardware import choose_dtype, parse_cpuinfo
+from engine.pacing.adaptive import AdaptiveK
+from engine.pacing.cost_model import (
+    ForwardCosts,
+    cache_path,
+    load_or_measure,
+    measure_forward_costs,
+)
+from engine.pacing.hardware import choose_dtype, parse_cpuinfo
 from engine.types import GenerationRequest, SamplingOptions
 
 ZEN3_BF16 = ForwardCosts(target_s=(0.200, 0.365, 0.520, 0.675, 0.830), draft_s=0.080)  # n=4 interpolated
@@ -92,7 +97,7 @@ def test_round_trip_and_describe() -> None:
 
 
 def test_measured_curve_is_made_non_decreasing() -> None:
-    from engine.cost_model import monotone
+    from engine.pacing.cost_model import monotone
 
     assert monotone([0.69, 0.62, 0.63, 0.53, 0.54]) == pytest.approx([0.602] * 5)
     assert monotone([0.2, 0.365, 0.52]) == [0.2, 0.365, 0.52]
@@ -127,7 +132,7 @@ def test_cache_reused_per_models_and_k_max(tiny_pair: Any, tmp_path: pathlib.Pat
 
 def test_costs_measured_on_a_busy_machine_are_retaken_once_it_is_quieter(
         tiny_pair: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.cost_model as cost_model
+    import engine.pacing.cost_model as cost_model
 
     monkeypatch.setenv("SPECGATE_COSTS_DIR", str(tmp_path))
     target, draft, _ = tiny_pair
@@ -191,7 +196,7 @@ def test_recorded_output_lengths_buy_the_draft_prefill_at_once() -> None:
     max_tokens cannot save it, the request never drafts; else the rental."""
     costs = ForwardCosts(target_s=NATIVE_BF16.target_s, draft_s=0.079, draft_prefill_s=0.005)
 
-    from engine.acceptance_model import DepthAcceptance
+    from engine.pacing.acceptance_model import DepthAcceptance
 
     pair = DepthAcceptance(depth=4, prior_alpha=0.6)  # the engine has seen this pair draft
     for _ in range(5):

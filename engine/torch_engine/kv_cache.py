@@ -1,7 +1,7 @@
 """One model's KV cache for one sequence, with exact rollback: the only code that touches
 transformers' cache API (pinned to transformers 5.19).
 
-transformers 5.19 facts this adapter relies on (tests/engine/test_kv_cache.py checks them):
+transformers 5.19 facts this adapter relies on (tests/engine/torch_engine/test_kv_cache.py checks them):
 the forward kwarg is `past_key_values=` (5.24 renames it `cache=`; 5.20 silently ignores
 `cache=`), `DynamicCache.crop(-n)` drops the last n positions of every layer (a positive
 argument means "keep this many" and is deprecated), and `get_seq_length()` counts cached
@@ -11,7 +11,7 @@ Invariant: `tokens` is exactly the token sequence whose keys/values are cached. 
 does not know about drafts, grammars or requests; callers sync it to the committed sequence
 with `sync_to(tokens)` (crop to the longest common prefix).
 
-Prefix sharing (`engine.prefix_cache`): `export_range(start, end)` copies the keys/values of
+Prefix sharing (`engine.torch_engine.prefix_cache`): `export_range(start, end)` copies the keys/values of
 cached positions out (per layer, fresh tensors), `load(tokens, layers)` seeds an empty cache
 with copies. transformers 5.19 layout relied on: `DynamicCache.layers` holds one
 `DynamicLayer` per decoder layer with `.keys` / `.values` [batch 1, kv_heads, positions,
@@ -34,7 +34,7 @@ LayerKV = tuple[torch.Tensor, torch.Tensor]  # (keys, values), each [1, kv_heads
 
 class ModelCache(Protocol):
     """What the decoder, drafters and cost model use of a per-sequence cache: `KVCache` here
-    (transformers) or `engine.llama_cpp_model.LlamaCppCache` (llama.cpp kernels)."""
+    (transformers) or `engine.torch_engine.llama_cpp_model.LlamaCppCache` (llama.cpp kernels)."""
 
     tokens: list[int]
 
@@ -54,7 +54,7 @@ def cache_for(model: Any, *, device: torch.device | str = "cpu", prefix: Sequenc
     """A new cache for `model`: its own `new_cache(prefix=, pool=)` where it has one
     (llama.cpp: it may start holding a common prefix with `prefix`, reused from an earlier
     sequence of the same `pool`), else an empty transformers `KVCache` (its prefix reuse is
-    `engine.prefix_cache`)."""
+    `engine.torch_engine.prefix_cache`)."""
     new_cache = getattr(model, "new_cache", None)
     if new_cache is not None:
         return new_cache(prefix=prefix, pool=pool)  # type: ignore[no-any-return]

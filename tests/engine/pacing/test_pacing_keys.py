@@ -1,4 +1,4 @@
-"""engine.pacing_keys + the decoder: what the engine learns for pacing (output lengths, the
+"""engine.pacing.pacing_keys + the decoder: what the engine learns for pacing (output lengths, the
 pair's acceptance) generalizes from one schema to a new one of the same grammar family."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from engine.acceptance_model import AcceptancePriors, FamilyAcceptance
-from engine.cost_model import ForwardCosts
-from engine.pacing_keys import pacing_keys
+from engine.pacing.acceptance_model import AcceptancePriors, FamilyAcceptance
+from engine.pacing.cost_model import ForwardCosts
+from engine.pacing.pacing_keys import pacing_keys
 from engine.types import GenerationRequest, SamplingOptions
 
 SINGERS = "CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);"

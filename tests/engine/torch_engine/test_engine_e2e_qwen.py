@@ -35,11 +35,11 @@ PROMPTS = [
 @pytest.fixture(scope="module")
 def qwen_decoders(require_models: Any) -> Any:
     from engine import EngineConfig, loader
-    from engine.decoder import SpecDecoder
+    from engine.torch_engine.decoder import SpecDecoder
     from grammars import GrammarCompiler
 
     require_models("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")  # pulls if missing; fails, never skips
-    from engine.cost_model import load_or_measure
+    from engine.pacing.cost_model import load_or_measure
 
     names = {"model": "qwen2.5-coder-1.5b", "draft_model": "qwen2.5-coder-0.5b", "dtype": "float32"}
     target, tok = loader.load(names["model"], dtype="float32", device="cpu")

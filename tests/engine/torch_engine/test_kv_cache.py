@@ -7,7 +7,7 @@ import pathlib
 import pytest
 import torch
 
-from engine.kv_cache import KVCache
+from engine.torch_engine.kv_cache import KVCache
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ the draft's at one token, on this machine, and what speculation is worth given a
 
 Contract:
 - `measure_forward_costs(target, draft, k_max=...)` times real forwards through the decoder's
-  own caches (`engine.kv_cache.cache_for`: transformers or llama.cpp): after a `context`-token prefill, each n-token forward (n = 1..
+  own caches (`engine.torch_engine.kv_cache.cache_for`: transformers or llama.cpp): after a `context`-token prefill, each n-token forward (n = 1..
   K_max+1, `num_logits=n` as in verify) is run `repeats` times, interleaved over n and with
   the draft's forwards (so load bursts hit both alike), after one warm-up of each, and cropped back; the median is kept, and the curve is made non-decreasing
   in n (pool-adjacent-violators: a forward of more tokens never costs less; on a busy machine
@@ -27,7 +27,7 @@ Contract:
   K drafts over plain decoding is `sampler.expected_speedup(alpha, K, c, v_K)` with
   `c = draft_s / target_s[0]` and `v_K = target_s[K] / target_s[0]`. `best_k(alpha)` is
   the K in 0..K_max with the highest expected speedup (0 when none exceeds 1); both also take
-  depth-wise hazards instead of one alpha (`engine.acceptance_model`);
+  depth-wise hazards instead of one alpha (`engine.pacing.acceptance_model`);
   `pays_at_all` is False where even perfect acceptance cannot make any K pay.
 Pure apart from the timing and the cache file; logs nothing (the gateway logs `describe()`).
 """
@@ -181,7 +181,7 @@ class ForwardCosts:
 
 
 def kernel_path(model: Any = None) -> str:
-    """The kernel path `model` runs on: llama.cpp for a GGUF model (`engine.llama_cpp_model`),
+    """The kernel path `model` runs on: llama.cpp for a GGUF model (`engine.torch_engine.llama_cpp_model`),
     else torch's CPU path in force (ATen capability, oneDNN on/off)."""
     import torch
 
@@ -227,7 +227,7 @@ def _time_forwards(models: list[tuple[Any, list[int]]], *, context: int, repeats
     shared machine hits target and draft alike and their ratio (what K depends on) holds."""
     import torch
 
-    from engine.kv_cache import cache_for
+    from engine.torch_engine.kv_cache import cache_for
 
     gen = torch.Generator().manual_seed(0)
     longest = max(max(sizes) for _, sizes in models)
@@ -264,7 +264,7 @@ def _prefill_line(model: Any, *, context: int, per_token: float, device: str, vo
     proportional price (intercept 0) when noise makes the slope non-positive."""
     import torch
 
-    from engine.kv_cache import cache_for
+    from engine.torch_engine.kv_cache import cache_for
 
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(0, vocab, (scale * context,), generator=gen).tolist()
@@ -298,7 +298,7 @@ def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context
                           device: str = "cpu", dtype: str = "", backend: str = "torch",
                           target_name: str = "", draft_name: str | None = None) -> ForwardCosts:
 
-    from engine.hardware import cpu_info
+    from engine.pacing.hardware import cpu_info
 
     if k_max < 0 or context < 1 or repeats < 1:
         raise ValueError("k_max >= 0, context >= 1 and repeats >= 1 required")
@@ -331,7 +331,7 @@ def measure_forward_costs(target: Any, draft: Any | None, *, k_max: int, context
 def cache_key(target: Any, draft: Any | None, *, backend: str, device: str, context: int) -> str:
     import torch
 
-    from engine.hardware import cpu_info
+    from engine.pacing.hardware import cpu_info
 
     parts = [
         f"v{CACHE_VERSION}", backend, device, torch.__version__, kernel_path(target), str(model_threads(target)),

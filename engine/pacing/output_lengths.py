@@ -2,7 +2,7 @@
 and the remaining length it predicts for a request under way.
 
 Why: before the draft model's first drafting step it must prefill the prompt (the catch-up,
-`engine.adaptive`). Whether that pays depends on how many tokens are still to come, which
+`engine.pacing.adaptive`). Whether that pays depends on how many tokens are still to come, which
 the engine cannot know, but can learn: answers to one JSON schema, one tool set or one SQL
 schema have similar lengths. The prediction lets adaptive K pay the catch-up at once where
 past answers say it pays, instead of renting plain steps first (learning-augmented ski
@@ -12,7 +12,7 @@ stays the rule.
 Contract:
 - `record(keys, length=n, truncated=t)` stores one finished output under every key in `keys`
   (the caller passes the most specific first: the grammar's exact spec, then its family, then
-  its kind: `engine.pacing_keys`);
+  its kind: `engine.pacing.pacing_keys`);
   `truncated` (finish_reason `length`) marks a censored output: its length L is only known to
   be >= n. Each key keeps its last `window` records; at most `max_keys` keys are kept, the
   least recently recorded dropped first (a server sees unboundedly many distinct schemas).

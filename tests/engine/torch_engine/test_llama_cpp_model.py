@@ -1,4 +1,4 @@
-"""llama.cpp kernels (`engine.llama_cpp_model`) behind the decoder's cache contract: logits of a
+"""llama.cpp kernels (`engine.torch_engine.llama_cpp_model`) behind the decoder's cache contract: logits of a
 multi-token forward match one-token forwards, rollback is exact, contexts are reused clean,
 the logits are the same model's as the torch path's, bad input is refused, and greedy
 speculative output equals greedy plain output token for token on the real Qwen pair under a
@@ -132,7 +132,7 @@ def test_same_model_as_the_torch_path(smol: Any) -> None:
 
     model, tok = smol
     torch_model, _ = loader.load("smollm2-135m", dtype="float32", device="cpu")
-    from engine.kv_cache import KVCache
+    from engine.torch_engine.kv_cache import KVCache
 
     ids = _ids(tok, "The capital of France is Paris. The capital of Germany is")
     gguf = model.new_cache().extend(ids, num_logits=len(ids))
@@ -158,8 +158,8 @@ def test_greedy_speculative_equals_greedy_plain_on_llama_cpp_kernels_up_to_near_
     import jsonschema
 
     from engine import EngineConfig, loader
-    from engine.cost_model import load_or_measure
-    from engine.decoder import SpecDecoder
+    from engine.pacing.cost_model import load_or_measure
+    from engine.torch_engine.decoder import SpecDecoder
     from engine.types import GenerationRequest, SamplingOptions
     from grammars import GrammarCompiler
 
@@ -212,8 +212,8 @@ def test_torch_target_with_llama_cpp_draft_is_exact_token_for_token(require_mode
     output: greedy speculative output equals greedy plain output token for token (float32
     target, whose one- and multi-token forwards agree), with fixed K and with adaptive K."""
     from engine import EngineConfig, loader
-    from engine.cost_model import load_or_measure
-    from engine.decoder import SpecDecoder
+    from engine.pacing.cost_model import load_or_measure
+    from engine.torch_engine.decoder import SpecDecoder
     from engine.types import GenerationRequest, SamplingOptions
     from grammars import GrammarCompiler
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.kv_cache import KVCache, LayerKV, ModelCache
+from engine.torch_engine.kv_cache import KVCache, LayerKV, ModelCache
 
 POOLS = ("target", "draft")
 BLOCK_TOKENS = 16

@@ -20,10 +20,10 @@ harder to catch), against deliberately broken engines injected through named sea
   that `engine/drafters/model.py` imports (its draw).
 - `recover_from_p`: at the first rejection the recovered token comes from p instead of
   norm((p - q)+). Seam: `sampler.rejection.residual_weights_` (the recovered-token weights
-  inside the `rejection_sample` that `engine/decoder.py` calls).
+  inside the `rejection_sample` that `engine/torch_engine/decoder.py` calls).
 - `wrong_residual`: recovered from norm((q - p)+) (sign slip). Same seam.
 - `uniform_target`: the verify step's T ignores the target logits (plain uniform sampling
-  over the mask). Seam: the `probs_from_logits` name that `engine/decoder.py` imports (the
+  over the mask). Seam: the `probs_from_logits` name that `engine/torch_engine/decoder.py` imports (the
   target's T in `SpecDecoder._sample`).
 - `target_ignores_top_k_top_p`: the target's T drops top-k / top-p while the drafter's keeps
   them (two transforms where the invariant wants one). Same seam.
@@ -178,7 +178,7 @@ def _speculative_counts(
     request's first step plain (first token from the target's prefill alone): the law of the
     first two tokens would then see speculation only at the second."""
     from engine.config import EngineConfig
-    from engine.decoder import SpecDecoder
+    from engine.torch_engine.decoder import SpecDecoder
 
     decoder = SpecDecoder(
         target_model=world["target"], draft_model=world["draft"], tokenizer=world["tokenizer"],
@@ -254,12 +254,12 @@ def _patch_transform(
     draft: Callable[..., torch.Tensor] | None = None,
     target: Callable[..., torch.Tensor] | None = None,
 ) -> None:
-    """Seam: `engine.transform.RequestTransform.probs`, the ONE transform T that the model
+    """Seam: `engine.torch_engine.transform.RequestTransform.probs`, the ONE transform T that the model
     drafter calls for q (inside `ModelDrafter.propose`) and the decoder calls for p (in
     `SpecDecoder._verify`). A broken engine is made by replacing T on one side only:
     `draft(real_probs, transform, logits, bitmask)` / `target(...)` return the row(s) to use."""
     import engine.drafters.model as drafter_module
-    from engine.transform import RequestTransform
+    from engine.torch_engine.transform import RequestTransform
 
     real_probs = RequestTransform.probs
     real_propose = drafter_module.ModelDrafter.propose
@@ -304,7 +304,7 @@ def _break_unmasked_q(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _break_recover_from_p(monkeypatch: pytest.MonkeyPatch) -> None:
     # Seam: sampler.rejection.residual_weights_, the recovered-token weights (p - q)+ inside
-    # the rejection_sample that engine/decoder.py calls.
+    # the rejection_sample that engine/torch_engine/decoder.py calls.
     import sampler.rejection
 
     monkeypatch.setattr(sampler.rejection, "residual_weights_", lambda target_row, draft_row: target_row)

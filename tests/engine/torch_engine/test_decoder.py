@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from engine.pacing_keys import pacing_keys
+from engine.pacing.pacing_keys import pacing_keys
 from engine.types import GenerationRequest, PromptTooLongError, SamplingOptions
 from grammars import GrammarSpec
 

@@ -1,8 +1,8 @@
 """PacingKeys: what the engine's learned pacing of one request is keyed by.
 
 The engine learns two things across requests that decide how a request is paced: how long
-outputs run (`engine.output_lengths`: whether the draft's prompt prefill will pay) and how
-well the draft model agrees with the target (`engine.acceptance_model.AcceptancePriors`).
+outputs run (`engine.pacing.output_lengths`: whether the draft's prompt prefill will pay) and how
+well the draft model agrees with the target (`engine.pacing.acceptance_model.AcceptancePriors`).
 Both must generalize to a grammar never seen before: a Text2SQL service sees a new schema
 on most requests, and every schema compiles to a new grammar. So the keys go from the exact
 grammar to what generalizes:

@@ -9,13 +9,13 @@ generator → the emitted tokens advance the matcher one by one; the KV caches a
 back to the committed tokens at the next use. K = 0 is a plain masked sampling step. A
 request's first step is plain for the draft-model drafter (the first token needs only the
 target's prefill; the draft prefills on the second step). With `adaptive_k`, K per step comes
-from `engine.adaptive.AdaptiveK` over the shared measured `costs` (engine.cost_model), with
+from `engine.pacing.adaptive.AdaptiveK` over the shared measured `costs` (engine.pacing.cost_model), with
 what the engine learned from finished requests (output lengths, the pair's acceptance) keyed
-by `engine.pacing_keys`: the exact grammar, then its family, so a new schema of a known family
+by `engine.pacing.pacing_keys`: the exact grammar, then its family, so a new schema of a known family
 is paced by its family's record from its first step.
-On llama.cpp kernels (`engine.llama_cpp_model`) a new sequence's caches may start holding a
+On llama.cpp kernels (`engine.torch_engine.llama_cpp_model`) a new sequence's caches may start holding a
 common prefix of its prompt (a pooled context's); that is their prefix cache, and
-`engine.prefix_cache` is not used. With a prefix cache (`config.prefix_cache_mib` > 0), a new sequence's
+`engine.torch_engine.prefix_cache` is not used. With a prefix cache (`config.prefix_cache_mib` > 0), a new sequence's
 target and draft caches start from the longest cached prefix of its prompt (the draft's is
 looked up again while it is still empty), and each model's prompt is published once its cache
 covers it; the draft's catch-up counts only the positions it really has to prefill.
@@ -41,10 +41,7 @@ from typing import Any
 
 import torch
 
-from engine.acceptance_model import AcceptancePriors
-from engine.adaptive import AdaptiveK
 from engine.config import EngineConfig
-from engine.cost_model import ForwardCosts
 from engine.drafters import (
     Drafter,
     ForcedDrafter,
@@ -54,14 +51,17 @@ from engine.drafters import (
     PredictionDrafter,
     Proposal,
 )
-from engine.kv_cache import cache_for, logits_width
 from engine.loader import model_stop_token_ids
-from engine.output_lengths import OutputLengths
-from engine.pacing_keys import pacing_keys
-from engine.prefix_cache import PrefixCache
-from engine.sequence_state import SequenceState
+from engine.pacing.acceptance_model import AcceptancePriors
+from engine.pacing.adaptive import AdaptiveK
+from engine.pacing.cost_model import ForwardCosts
+from engine.pacing.output_lengths import OutputLengths
+from engine.pacing.pacing_keys import pacing_keys
 from engine.stats import RequestStats
-from engine.transform import RequestTransform
+from engine.torch_engine.kv_cache import cache_for, logits_width
+from engine.torch_engine.prefix_cache import PrefixCache
+from engine.torch_engine.sequence_state import SequenceState
+from engine.torch_engine.transform import RequestTransform
 from engine.types import GenerationError, GenerationRequest, PromptTooLongError
 from sampler import MaskDeadEndError, allocate_token_bitmask, rejection_sample, sample_from_probs
 

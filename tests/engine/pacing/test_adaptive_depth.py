@@ -1,4 +1,4 @@
-"""engine.acceptance_model + AdaptiveK: depth-wise acceptance picks longer K where acceptance
+"""engine.pacing.acceptance_model + AdaptiveK: depth-wise acceptance picks longer K where acceptance
 is bursty and the geometric model's K where it is i.i.d.
 
 Synthetic, seeded acceptance: i.i.d. (each draft accepted with alpha) and bursty (each step
@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.acceptance_model import AcceptancePriors, DepthAcceptance
-from engine.adaptive import AdaptiveK
-from engine.cost_model import ForwardCosts
+from engine.pacing.acceptance_model import AcceptancePriors, DepthAcceptance
+from engine.pacing.adaptive import AdaptiveK
+from engine.pacing.cost_model import ForwardCosts
 from sampler import (
     expected_speedup,
     expected_speedup_from_hazards,

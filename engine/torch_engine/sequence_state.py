@@ -17,10 +17,10 @@ import torch
 from engine.stats import RequestStats
 
 if TYPE_CHECKING:
-    from engine.adaptive import AdaptiveK
     from engine.drafters.base import Drafter
-    from engine.kv_cache import ModelCache
-    from engine.transform import RequestTransform
+    from engine.pacing.adaptive import AdaptiveK
+    from engine.torch_engine.kv_cache import ModelCache
+    from engine.torch_engine.transform import RequestTransform
     from engine.types import FinishReason, GenerationRequest
     from grammars import Matcher
 

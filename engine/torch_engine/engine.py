@@ -28,7 +28,7 @@ with "engine shut down" for whatever is still in flight.
 The engine knows nothing of HTTP; the gateway maps `PromptTooLongError` → 400,
 `EngineOverloadedError` → 429, `EngineDeadError` → 503, `GenerationError` → 500.
 
-Prefix cache: the decoder's (`engine.prefix_cache`, shared by every request of this engine,
+Prefix cache: the decoder's (`engine.torch_engine.prefix_cache`, shared by every request of this engine,
 thread-safe); a request starts from the longest cached prefix of its prompt, including one
 published by a request still running beside it (copies: no tensor is shared).
 `prefix_cache_stats()` is read by the gateway's /metrics.
@@ -44,11 +44,11 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.decoder import SpecDecoder
-from engine.detokenizer import Detokenizer
-from engine.prefix_cache import PrefixCacheStats
-from engine.sequence_state import SequenceState
 from engine.stats import EngineStats, EngineStatsSnapshot
+from engine.torch_engine.decoder import SpecDecoder
+from engine.torch_engine.detokenizer import Detokenizer
+from engine.torch_engine.prefix_cache import PrefixCacheStats
+from engine.torch_engine.sequence_state import SequenceState
 from engine.types import (
     EngineDeadError,
     EngineOverloadedError,
@@ -87,9 +87,9 @@ class TorchEngine:
         self.tokenizer = decoder.tokenizer
         self.max_model_len = decoder.max_model_len
         self.grammar_compiler = grammar_compiler
-        self.forward_costs = decoder.costs  # engine.cost_model.ForwardCosts | None (shared by requests)
+        self.forward_costs = decoder.costs  # engine.pacing.cost_model.ForwardCosts | None (shared by requests)
         self.dtype: str = str(decoder.config.dtype)
-        self.kernels: str = "torch"  # or "llama-cpp": which kernels run the models (engine.kernels)
+        self.kernels: str = "torch"  # or "llama-cpp": which kernels run the models (engine.torch_engine.kernels)
         self.startup_notes: list[str] = []  # lines for the gateway to log at start
         self.stats = EngineStats()
         self._lock = threading.Condition()

@@ -1,10 +1,10 @@
-"""engine.output_lengths: the record of finished output lengths and its remaining-length prediction."""
+"""engine.pacing.output_lengths: the record of finished output lengths and its remaining-length prediction."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.output_lengths import OutputLengths
+from engine.pacing.output_lengths import OutputLengths
 
 
 def test_mean_remaining_of_outputs_still_running_capped_by_room() -> None:

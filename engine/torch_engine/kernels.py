@@ -1,5 +1,5 @@
 """Which kernels run the torch engine's models on this machine: transformers (torch) or
-llama.cpp (`engine.llama_cpp_model`).
+llama.cpp (`engine.torch_engine.llama_cpp_model`).
 
 `choose_kernels(requested, *, device, models, info=None)` resolves "auto" and returns the
 reason with it, so the gateway can log it. The rule, measured (docs/speculation.md "Kernels",
@@ -9,7 +9,7 @@ on the registered models' Q4_K_M GGUFs decodes several times faster than torch i
 forwards cost about one decode per token (a 9-token forward: 10.7-12.9 decodes; its quantized
 dot products are compute-bound on a CPU), so prefill and speculative verify gain nothing from
 batching. Torch's bf16 multi-token forwards are cheap only where the CPU multiplies bf16
-natively (`engine.hardware`): there a 9-token verify costs ~1.1-1.3 decodes and a 256-token
+natively (`engine.pacing.hardware`): there a 9-token verify costs ~1.1-1.3 decodes and a 256-token
 prefill a fraction of llama.cpp's, which is what makes speculation pay. So "auto" picks llama-cpp where the CPU has no native bf16 (torch
 would run bf16 at n decodes per n tokens, or float32 at twice the bytes) and torch where it
 has (cheap prefill and verify, the speculative path), provided llama.cpp can run at all: CPU
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import pathlib
 
-from engine.hardware import CpuInfo
+from engine.pacing.hardware import CpuInfo
 
 
 def has_gguf(name_or_path: str) -> bool:
@@ -46,7 +46,7 @@ def has_gguf(name_or_path: str) -> bool:
 
 def why_not_llama_cpp(*, device: str, models: list[str]) -> str:
     """Empty where llama.cpp kernels can run these models on `device`, else the reason."""
-    from engine.llama_cpp_model import available
+    from engine.torch_engine.llama_cpp_model import available
 
     if not device.startswith("cpu"):
         return f"device {device} is not a CPU"
@@ -74,7 +74,7 @@ def _resolve(requested: str, *, device: str, models: list[str], what: str) -> tu
 def choose_kernels(requested: str, *, device: str, models: list[str],
                    info: CpuInfo | None = None) -> tuple[str, str]:
     """("torch" | "llama-cpp", why) for `requested` ("auto", "torch" or "llama-cpp")."""
-    from engine.hardware import cpu_info
+    from engine.pacing.hardware import cpu_info
 
     settled = _resolve(requested, device=device, models=models, what="kernels")
     if settled is not None:

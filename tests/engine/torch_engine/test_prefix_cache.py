@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from engine.kv_cache import KVCache
-from engine.prefix_cache import PrefixCache
+from engine.torch_engine.kv_cache import KVCache
+from engine.torch_engine.prefix_cache import PrefixCache
 from engine.types import GenerationRequest, SamplingOptions
 
 SCHEMA = (

@@ -1,6 +1,6 @@
-"""`engine.kernels.choose_kernels`: auto picks llama.cpp only where it can run (CPU device, the
+"""`engine.torch_engine.kernels.choose_kernels`: auto picks llama.cpp only where it can run (CPU device, the
 build present and usable on this CPU, a GGUF for every model), an explicit choice wins or
-fails naming why; `engine.llama_cpp_model.available` refuses a CPU without the build's ISA."""
+fails naming why; `engine.torch_engine.llama_cpp_model.available` refuses a CPU without the build's ISA."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pathlib
 
 import pytest
 
-from engine import kernels, llama_cpp_model
 from engine.config import EngineConfig
-from engine.hardware import CpuInfo
+from engine.pacing.hardware import CpuInfo
+from engine.torch_engine import kernels, llama_cpp_model
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_available_checks_the_cpu_flags_before_loading(monkeypatch: pytest.Monke
     import importlib.util
     import platform
 
-    from engine import hardware
+    from engine.pacing import hardware
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
     monkeypatch.setattr(platform, "machine", lambda: "x86_64")

@@ -1,5 +1,5 @@
 """A GGUF causal LM run by llama.cpp's CPU kernels (through llama-cpp-python's C API), behind
-the per-sequence cache contract of `engine.kv_cache.KVCache`.
+the per-sequence cache contract of `engine.torch_engine.kv_cache.KVCache`.
 
 `LlamaCppModel(gguf_path, config=..., n_threads=..., n_ctx=...)` loads the weights once
 (mmap); `model.new_cache()` returns a `LlamaCppCache`, one llama.cpp context (its own KV
@@ -7,7 +7,7 @@ cache of `n_ctx` positions, sequence 0) per sequence. The cache offers what the 
 the drafters and the cost model use: `extend(ids, num_logits=) -> [num_logits, V]` float32
 logits of the last fed positions, `crop(length)` (exact rollback: `llama_memory_seq_rm`
 drops positions >= length), `sync_to`, `pending_for_logits`, `reset`, `tokens`, `len()`.
-`shareable` is False: the prefix cache (`engine.prefix_cache`) copies transformers' tensors
+`shareable` is False: the prefix cache (`engine.torch_engine.prefix_cache`) copies transformers' tensors
 and is not offered llama.cpp positions.
 
 Contexts are pooled on the model (creating one allocates its whole KV buffer), at most
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.kv_cache import PrefixSync, common_prefix_length
+from engine.torch_engine.kv_cache import PrefixSync, common_prefix_length
 
 # x86 builds are made for x86-64-v3 (scripts/bootstrap.sh): loading them elsewhere would die
 # on an illegal instruction, so the flags are checked before `llama_cpp` is imported.
@@ -55,7 +55,7 @@ def available() -> tuple[bool, str]:
     """(whether llama.cpp kernels can run in this process, why not)."""
     import platform
 
-    from engine.hardware import cpu_info
+    from engine.pacing.hardware import cpu_info
 
     if importlib.util.find_spec("llama_cpp") is None:
         return False, "llama-cpp-python is not installed (scripts/bootstrap.sh builds it)"
@@ -126,7 +126,7 @@ class LlamaCppModel:
         return self.vocab_size
 
     def identity(self) -> str:
-        """Cache identity for `engine.cost_model` (file name, size and the kernel build)."""
+        """Cache identity for `engine.pacing.cost_model` (file name, size and the kernel build)."""
         import llama_cpp
 
         return f"{self.path.name}|{self.path.stat().st_size}|llama-cpp-python {llama_cpp.__version__}"
@@ -136,7 +136,7 @@ class LlamaCppModel:
         return LlamaCppCache(self, prefix=prefix, pool=pool)
 
     def forget_prefixes(self) -> None:
-        """Clear every pooled context (what `engine.prefix_cache.PrefixCache.clear` is to torch)."""
+        """Clear every pooled context (what `engine.torch_engine.prefix_cache.PrefixCache.clear` is to torch)."""
         llama = _llama()
         with self._lock:
             for pooled in self._pools.values():
