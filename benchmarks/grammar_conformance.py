@@ -166,7 +166,7 @@ def _rename_outside(query: str, tables: dict[str, list[str]]) -> list[str]:
 
 def spider(compiler: Any, *, quick: bool) -> tuple[list[list[str]], str]:
     from grammars import GrammarError, GrammarSpec, spec_from_request
-    from grammars.sql import parse_sql_schema
+    from grammars.sql.grammar import parse_sql_schema
 
     base = DATA / "text2sql" / "spider"
     examples = json.loads((base / "dev.json").read_text())

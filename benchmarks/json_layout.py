@@ -1,4 +1,4 @@
-"""JSON whitespace layouts (grammars.json_layout) on the real target: tokens, validity, layout.
+"""JSON whitespace layouts (grammars.json.layout) on the real target: tokens, validity, layout.
 
     python -m benchmarks.json_layout [--n 4] [--workload json --workload json-noschema
         --workload tools] [--max-tokens 256] [--output benchmarks/results/json_layout.md]

@@ -26,7 +26,7 @@ the tokens of a valid output and times, at every position:
   table gives the verify rows as the engine waits for them and the filled ones apart.
   Elsewhere the rows kept for reuse are dropped before each timed call (backend fills).
   Inside a SQL string literal the grammar's row is copied from the literal's first position
-  (grammars.sql_literal_rows: one language there), a fill of a new position, so it counts.
+  (grammars.sql.mask.literal_rows: one language there), a fill of a new position, so it counts.
 Published bars for comparison: llguidance avg 64 µs / p99 533 µs; XGrammar p50 9 µs.
 `--warm` walks each output once untimed before timing it: the steady state of a schema the
 server has already served (llguidance builds lexer states lazily, per compiled grammar, and
@@ -302,9 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clock", choices=["wall", "thread"], default="wall",
                         help="wall time (default) or the measuring thread's CPU time")
     parser.add_argument("--property-order", choices=["schema", "any"], default="schema",
-                        help="GrammarCompiler property_order (grammars.json_object_rules)")
+                        help="GrammarCompiler property_order (grammars.backends.llguidance.object_rules)")
     parser.add_argument("--json-whitespace", action="append", choices=["conventional", "flexible"],
-                        help="GrammarCompiler json_whitespace (grammars.json_layout); several: "
+                        help="GrammarCompiler json_whitespace (grammars.json.layout); several: "
                         "each backend once per layout, side by side (default: conventional)")
     parser.add_argument("--warm", action="store_true",
                         help="walk each output once untimed first (a schema already served)")
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "Published bars: llguidance avg 64 µs / p99 533 µs per mask; XGrammar p50 9 µs.",
         "`fill_masks` fills K+1 rows, advancing through the drafts and rolling back exactly.",
-        "Schema-aware SQL masks include the identifier-scope layer (grammars.sql_scope_matcher); "
+        "Schema-aware SQL masks include the identifier-scope layer (grammars.sql.mask.matcher); "
         "its `grammar only` row is the grammar's own fill at the same positions, timed "
         "interleaved with the scoped fill (first at even positions, second at odd ones). The layer keeps its verdicts per scope signature, "
         "so a fill right after the previous position's `fill_masks` (which filled this "
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         "A verify row at a position the drafter filled is that row reused "
         "(grammars.row_memo: a copy, no fill); the `fill` and `fill_masks` columns of the "
         "other rows time backend fills (the rows kept for reuse are dropped before each; inside a "
-        "SQL literal the grammar's row is the literal's first one, grammars.sql_literal_rows).",
+        "SQL literal the grammar's row is the literal's first one, grammars.sql.mask.literal_rows).",
         "",
         "Mask time per output token as the engine fills (drafter and verify rows, the same "
         "walk twice per grammar, on a fresh grammar each time, alternating which goes first):",

@@ -50,7 +50,7 @@ def load_set(name: str, limit: int | None,
 
 
 def schema_keywords(schema: Any) -> set[str]:
-    from grammars.json_schema import iter_subschemas
+    from grammars.json.policy import iter_subschemas
 
     return {key for _, sub in iter_subschemas(schema) for key in sub}
 
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only these categories (file stems), any set; repeatable")
     parser.add_argument("--timeout", type=float, default=60.0, help="compile_timeout_s")
     parser.add_argument("--property-order", choices=["schema", "any"], default="schema",
-                        help="GrammarCompiler property_order (grammars.json_object_rules)")
+                        help="GrammarCompiler property_order (grammars.backends.llguidance.object_rules)")
     parser.add_argument("--output", default=str(RESULTS_DIR / "schema_coverage.md"))
     parser.add_argument("--compare", nargs=2, metavar=("BASE_JSON", "OTHER_JSON"),
                         help="only print the paired per-category table of two runs' .json")

@@ -2,7 +2,7 @@
 
     python -m benchmarks.sql_first_fill --old PATH [--cases 40] [--repeat 3] [--output FILE]
 
-The scope layer (grammars.sql_scope_matcher) makes one verdict table per scope signature; a
+The scope layer (grammars.sql.mask.matcher) makes one verdict table per scope signature; a
 signature's first fill builds it, and that is most of what a first fill costs (the
 `each position filled first` row of benchmarks.mask_cost). That row is one walk per run, and
 on a shared 2-core VM two runs of one tree differ by more than a change worth making. Here

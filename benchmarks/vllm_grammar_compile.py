@@ -24,7 +24,7 @@ def main() -> None:
     from benchmarks.vllm_ab import BODIES
     from engine.vllm.params import grammar_source
     from grammars import GrammarCompiler, spec_from_request
-    from grammars.backends.xgrammar_backend import text_tokenizer_info
+    from grammars.backends.xgrammar.backend import text_tokenizer_info
     from grammars.vocabulary import TokenizerVocabulary
 
     path = os.path.expanduser("~/.cache/specgate/models/qwen2.5-coder-1.5b")

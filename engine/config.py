@@ -113,8 +113,8 @@ class EngineConfig:
     max_spec_concurrency: int = 4
     max_queue: int = 64
     grammar_backend: GrammarBackend = "auto"  # JSON schema: llguidance, else xgrammar (grammars.backends)
-    json_property_order: str = "schema"  # or "any" (grammars.json_object_rules; torch engine)
-    json_whitespace: str = "conventional"  # or "flexible" (grammars.json_layout)
+    json_property_order: str = "schema"  # or "any" (grammars.backends.llguidance.object_rules; torch engine)
+    json_whitespace: str = "conventional"  # or "flexible" (grammars.json.layout)
     ngram_max: int = 3
     ngram_min: int = 1
     num_threads: int | None = None

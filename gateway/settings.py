@@ -56,11 +56,11 @@ class GatewaySettings(BaseSettings):
     json_property_order: Literal["schema", "any"] = Field(
         "schema", description="listed JSON properties in schema order (OpenAI's and vLLM's "
         "order), or in any order (JSON Schema's; torch engine); additional properties may come "
-        "anywhere either way (grammars.json_object_rules)")
+        "anywhere either way (grammars.backends.llguidance.object_rules)")
     json_whitespace: Literal["conventional", "flexible"] = Field(
         "conventional", description="where constrained JSON may put whitespace: conventional (after "
         "{ [ , : and before } ], never before , or :; compact and indented JSON both fit) or flexible "
-        "(between any two tokens); runs bounded either way (grammars.json_layout, docs/json-schema.md)")
+        "(between any two tokens); runs bounded either way (grammars.json.layout, docs/json-schema.md)")
     served_model_name: str | None = Field(None, description="the model id clients use (default: the model's name)")
     max_concurrent_requests: int = Field(8, description="requests decoding at once (more wait in the queue)")
     max_spec_concurrency: int = Field(

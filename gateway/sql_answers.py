@@ -2,7 +2,7 @@
 
 Contract (docs/contracts.md, "SQL answers"):
 - `verdict(grammar, text) -> dict | None`: None unless the request's grammar is a SQL
-  grammar; else `{"valid", "status", "error", "attempts"}` from `grammars.sql_check` against
+  grammar; else `{"valid", "status", "error", "attempts"}` from `grammars.sql.check` against
   the request's schema (no schema: `valid` None, status "unchecked"). Routers put it on each
   choice as `choice["sql"]`, and on the last chunk of each streamed choice (the one with
   `finish_reason`).
@@ -14,7 +14,7 @@ Contract (docs/contracts.md, "SQL answers"):
   `ChoiceRun` per attempt, request id `<id>-<choice>-retry<n>`) and records the attempts
   per choice index in `attempts`.
 - `apply_policy(body, grammar, results, samplings, rerun)`: with `on_invalid: "retry"`,
-  every choice sqlite refuses is generated again (see grammars.sql_options for the sampling
+  every choice sqlite refuses is generated again (see grammars.sql.options for the sampling
   of later attempts and the output law this changes) until one runs or `max_attempts` is
   spent; returns the results and the attempts per choice. `usage` then counts the returned
   attempt only; the `sql.attempts` field says how many were made.
@@ -31,8 +31,8 @@ from engine import GenerationRequest, SamplingOptions
 from gateway.errors import APIError
 from gateway.generation import ChoiceResult, ChoiceRun, collect
 from grammars import GrammarError
-from grammars.sql_check import check_sql
-from grammars.sql_options import SqlOptions, sql_options_from_request
+from grammars.sql.check import check_sql
+from grammars.sql.options import SqlOptions, sql_options_from_request
 
 Rerun = Callable[[int, SamplingOptions], Awaitable[ChoiceResult]]
 

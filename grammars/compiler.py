@@ -24,7 +24,7 @@ Contract:
   written there (backends with `serialize`/`deserialize`: xgrammar, llguidance; SQL
   grammars with a whitespace cap are not written). A corrupt file is a miss (recompiled).
   `CompiledGrammar.from_disk` says which happened.
-- `json_whitespace` is where JSON may put whitespace (grammars.json_layout):
+- `json_whitespace` is where JSON may put whitespace (grammars.json.layout):
   "conventional" (default: never before `,` / `:`) or "flexible" (between any two tokens).
 - `vocab_size` is the model's logits width (151,936 for Qwen2.5); mask rows have
   ceil(vocab_size/32) int32 words and ids the tokenizer lacks are never allowed.
@@ -47,11 +47,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grammars.backends.llguidance.object_rules import PROPERTY_ORDERS, PropertyOrder
 from grammars.backends.selection import BACKENDS, auto_backends, make_backend
 from grammars.disk_cache import DiskGrammarCache
 from grammars.errors import GrammarError
-from grammars.json_layout import DEFAULT_JSON_WHITESPACE, JsonWhitespace, check_json_whitespace
-from grammars.json_object_rules import PROPERTY_ORDERS, PropertyOrder
+from grammars.json.layout import DEFAULT_JSON_WHITESPACE, JsonWhitespace, check_json_whitespace
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.stop_tokens import stop_token_ids as stop_token_ids_for
@@ -105,11 +105,11 @@ class CompiledGrammar:
 
 
 # bumped whenever specgate's own translation of a spec into a backend grammar changes, so a
-# grammar persisted by an older specgate is never read back (2: grammars.json_fold on xgrammar;
-# 3: grammars.json_object_rules on llguidance; 4: its members only where the object can still
-# close; 5: search-pattern strings with their sliceable twins, grammars.json_search_strings;
+# grammar persisted by an older specgate is never read back (2: grammars.json.fold on xgrammar;
+# 3: grammars.backends.llguidance.object_rules on llguidance; 4: its members only where the object can still
+# close; 5: search-pattern strings with their sliceable twins, grammars.backends.llguidance.search_strings;
 # 6: percent-encoded `$ref` fragments resolved; 7: keywords beside a `$ref` resolved first,
-# grammars.json_ref_siblings; 8: and a `$ref` beside keywords defined as their conjunction)
+# grammars.backends.llguidance.ref_siblings; 8: and a `$ref` beside keywords defined as their conjunction)
 TRANSLATION_VERSION = 8
 
 

@@ -5,7 +5,7 @@ Fields honoured (none silently ignored; a malformed one is a GrammarError naming
   {"json_schema": {"name", "schema", "strict"}}; "grammar" with
   {"grammar": {"syntax": "lark" | "regex", "definition"}}; "sql" with
   {"sql": {"dialect": "sqlite", "schema": DDL text | {"tables": {...}} | absent, and the
-  answer policy `on_invalid` / `max_attempts` / `retry_temperature` (grammars.sql_options),
+  answer policy `on_invalid` / `max_attempts` / `retry_temperature` (grammars.sql.options),
   which is not part of the grammar}};
 - vLLM `structured_outputs`: {json, regex, choice, grammar, json_object} (`grammar` is GBNF /
   xgrammar EBNF when it contains "::=", Lark otherwise), plus specgate's `sql` (the same
@@ -16,7 +16,7 @@ Two constraints in one request (even two spellings of the same one with differen
 → GrammarError naming both fields. Identical duplicates are allowed.
 
 Strictness: `json_schema.strict: true` runs `check_strict_schema` (unenforceable keywords are
-refused); otherwise the best-effort rules of grammars.json_schema apply.
+refused); otherwise the best-effort rules of grammars.json.policy apply.
 
 Knows nothing of tokenizers, backends or HTTP.
 """
@@ -28,10 +28,10 @@ import re
 from typing import Any
 
 from grammars.errors import GrammarError
-from grammars.json_schema import check_strict_schema
+from grammars.json.policy import check_strict_schema
 from grammars.spec import GrammarSpec, canonical_json
-from grammars.sql import parse_sql_schema
-from grammars.sql_options import sql_options
+from grammars.sql.grammar import parse_sql_schema
+from grammars.sql.options import sql_options
 from grammars.tools import tools_spec
 
 

@@ -13,7 +13,7 @@ Kinds and their `source`:
 - "tools": compact JSON `{"mode", "parallel", "tools": [{"name", "parameters", "strict"}]}`
   (see `grammars.tools`);
 - "sql": compact JSON `{"dialect", "schema": null | {"tables": {name: [columns]}}}` (see
-  `grammars.sql`).
+  `grammars.sql.grammar`).
 
 Knows nothing of tokenizers or backends.
 """

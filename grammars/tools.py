@@ -31,7 +31,7 @@ import re
 from typing import Any
 
 from grammars.errors import GrammarError
-from grammars.json_schema import check_strict_schema
+from grammars.json.policy import check_strict_schema
 from grammars.spec import GrammarSpec, canonical_json
 from grammars.tool_calls import BARE_OPENINGS, CALL_BEGIN, CALL_END
 
@@ -120,7 +120,7 @@ def structural_tag(spec: GrammarSpec, *, max_whitespace: int,
     the tool's schema, and after the call the text is free again (no more text or calls
     with `parallel_tool_calls: false`). `schemas` replaces each tool's parameters schema (in
     order) by the backend's own reading of it; `argument_grammars` (in order) gives each
-    tool's arguments as xgrammar EBNF instead (a whitespace layout, grammars.json_layout)."""
+    tool's arguments as xgrammar EBNF instead (a whitespace layout, grammars.json.layout)."""
     config = spec.source_json
     if schemas is not None:
         config = {**config, "tools": [{**entry, "parameters": schema}

@@ -20,7 +20,7 @@ line appended to the question), `benchmarks.text2sql.questions`.
    measured and cached per machine). One unrecorded warm-up request on a schema outside the
    stream comes first. Unconstrained answers go through `extract_sql`; both arms are cut at
    the first ";". `max_tokens` is `--max-tokens` for every question.
-   Per record: parse / run (sqlite, grammars.sql_check), test-suite execution accuracy, a
+   Per record: parse / run (sqlite, grammars.sql.check), test-suite execution accuracy, a
    dead end (the grammar allowed no token: the request's error, counted, never a crash), a
    runaway (stopped by max_tokens), tokens per step, latency, whether the question was the
    first on its database, the step drafting started and which output-length record paced it.
@@ -183,7 +183,7 @@ def run_model(args: argparse.Namespace, stream: list[Question], suites: dict[str
     from benchmarks.suite.torch_runner import TorchRunner
     from benchmarks.suite.workloads import Case, Workload
     from engine.pacing import cost_model
-    from grammars.sql_check import check_sql
+    from grammars.sql.check import check_sql
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -340,7 +340,7 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += table(lambda scope: "/" not in scope)
         lines += ["", "### Per database", ""]
         lines += table(lambda scope: "/" in scope)
-        lines += ["", "Columns: run = share of answers sqlite compiles against the schema (grammars.sql_check); exec "
+        lines += ["", "Columns: run = share of answers sqlite compiles against the schema (grammars.sql.check); exec "
                   "acc = share whose results equal the gold query's on every filled database; dead ends = requests "
                   "where the grammar allowed no token (an error, counted; exec acc counts them wrong); runaways = "
                   "answers stopped by max_tokens; tok/step = completion tokens per target forward; speed-up e2e = "

@@ -4,7 +4,7 @@
 
 Reads the records of a `benchmarks.text2sql.evaluate` run, takes the `grammar/no-spec`
 answers sqlite refused, and regenerates them as the gateway's retry policy does
-(grammars.sql_options: attempts 2.. sample at `retry_temperature` 0.7 when the request was
+(grammars.sql.options: attempts 2.. sample at `retry_temperature` 0.7 when the request was
 greedy, seed = request seed + attempt) until sqlite accepts one or the attempts are spent.
 Prints and writes (`<input stem>_retry.md`) run share and test-suite accuracy with the
 policy, next to the original arm. Same models, prompts and suites as the evaluation.
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.suite.torch_runner import TorchRunner
     from benchmarks.suite.workloads import Workload
     from engine import loader
-    from grammars.sql_check import check_sql
+    from grammars.sql.check import check_sql
 
     torch.set_num_threads(args.threads)
     doc = json.loads(args.results.read_text())

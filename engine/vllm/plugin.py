@@ -429,7 +429,7 @@ def install_text_vocabulary() -> None:
         try:
             import xgrammar as xgr
 
-            from grammars.backends.xgrammar_backend import text_tokenizer_info
+            from grammars.backends.xgrammar.backend import text_tokenizer_info
             from grammars.vocabulary import TokenizerVocabulary
 
             eos = getattr(self.tokenizer, "eos_token_id", None)

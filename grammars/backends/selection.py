@@ -9,7 +9,7 @@ Contract:
   lexer never expands `maxLength` / `minItems` bounds up front, which is what costs xgrammar
   seconds to minutes on real-world schemas) and to xgrammar when llguidance refuses one
   (overlapping `patternProperties` patterns, recursion beside sibling keywords
-  grammars.json_ref_siblings cannot resolve, lookarounds), so auto
+  grammars.backends.llguidance.ref_siblings cannot resolve, lookarounds), so auto
   refuses only what both refuse; every other kind goes to xgrammar alone (SQL, tools,
   EBNF/Lark, regex, choice and `json_object` compile fast there and its masks are cheap). Measured, per category, by
   `python -m benchmarks.schema_coverage` (docs/json-schema.md "Coverage on real-world schemas").
@@ -41,7 +41,7 @@ def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: 
                  json_whitespace: str = "conventional") -> Any:
     vocabulary = vocabulary if vocabulary is not None else TokenizerVocabulary(tokenizer)
     if name == "xgrammar":
-        from grammars.backends.xgrammar_backend import XGrammarBackend
+        from grammars.backends.xgrammar.backend import XGrammarBackend
 
         return XGrammarBackend(
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
@@ -50,7 +50,7 @@ def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: 
             json_whitespace=json_whitespace,  # type: ignore[arg-type]
         )
     if name == "llguidance":
-        from grammars.backends.llguidance_backend import LLGuidanceBackend
+        from grammars.backends.llguidance.backend import LLGuidanceBackend
 
         return LLGuidanceBackend(
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
@@ -59,7 +59,7 @@ def make_backend(name: str, tokenizer: Any, *, vocab_size: int, stop_token_ids: 
             json_whitespace=json_whitespace,  # type: ignore[arg-type]
         )
     if name == "outlines":
-        from grammars.backends.outlines_backend import OutlinesBackend
+        from grammars.backends.outlines import OutlinesBackend
 
         return OutlinesBackend(
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,

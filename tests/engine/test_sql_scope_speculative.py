@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from engine.types import GenerationRequest, SamplingOptions
-from grammars.sql_scope_matcher import ScopedSqlMatcher
+from grammars.sql.mask.matcher import ScopedSqlMatcher
 
 DDL = ('CREATE TABLE singer (Singer_ID int, Name text, Age int);\n'
        'CREATE TABLE song (Song_ID int, Title text, Singer_ID int, Sales real);')

@@ -85,7 +85,7 @@ def test_jsonschemabench_sample(xgr_compiler, data_dir, category) -> None:  # ty
 # kubernetes 17/18, 33/33. With every format checker installed (the dev extra
 # jsonschema[format-nongpl], 2026-12-01) medium reads 17/17, 28/32: one instance with a
 # malformed format is now labelled invalid, and xgrammar does not check that format.
-# With grammars.json_fold (2026-12-02) medium reads 14/16, 32/32: o17127's allOf / oneOf
+# With grammars.json.fold (2026-12-02) medium reads 14/16, 32/32: o17127's allOf / oneOf
 # of required-only members is enforced (it compiled to any JSON value before), and its two
 # valid instances write properties out of the schema's order, which the grammar fixes.
 SUITE_COMPILE_MIN = 0.88

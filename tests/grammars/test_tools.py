@@ -140,7 +140,7 @@ def test_a_tool_whose_schema_cannot_be_enforced_is_named(xgr_compiler, parameter
 
 
 def test_tool_parameters_read_as_json_schema_responses_are(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
-    """A free-form `{"type": "object"}` argument is any object (grammars.json_schema rule 1's
+    """A free-form `{"type": "object"}` argument is any object (grammars.json.policy rule 1's
     exception), as it is under response_format json_schema, not only `{}`."""
     tool = {"type": "function", "function": {"name": "configure", "parameters": {
         "type": "object", "properties": {"options": {"type": "object"}}, "required": ["options"]}}}

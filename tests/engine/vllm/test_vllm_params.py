@@ -49,7 +49,7 @@ def compiler(qwen_tokenizer: Any) -> GrammarCompiler:
 def xgr_compiler(compiler: GrammarCompiler, qwen_tokenizer: Any) -> Any:
     import xgrammar as xgr
 
-    from grammars.backends.xgrammar_backend import text_tokenizer_info
+    from grammars.backends.xgrammar.backend import text_tokenizer_info
     from grammars.vocabulary import TokenizerVocabulary
 
     # what the plugin gives vLLM's XgrammarBackend (install_text_vocabulary): eos as its stop,

@@ -1,0 +1,674 @@
+"""SqlScope: the identifier scopes of a sqlite SELECT, read left to right, one character at a time.
+
+A left-to-right grammar cannot see that `T2.name` names a column of the table T2 is bound to
+(the select list comes before FROM). `SqlScope` reads the text of a query as it is generated
+and says, character by character, whether it is still on course to resolve in sqlite:
+
+- one `_Scope` per SELECT core (subqueries nest: `(` + SELECT opens one, its `)` closes it;
+  UNION / INTERSECT / EXCEPT start a fresh core at the same depth);
+- before FROM, every `Q.col` adds col to the columns Q requires; `Q.col` is refused unless some
+  table has all of Q's required columns and col (or Q is bound in an enclosing scope to a
+  table that has col); a bare column is recorded;
+- in FROM, an alias (`t AS a` / `t a`) is refused when its table lacks a column the alias is
+  required to have, or when it is already bound, or when it runs on from such a qualifier
+  or from a name of the query into a keyword (`T1x`, `T1JOINsong`: the glued-alias rule of
+  grammars.sql.glue, which says exactly what it refuses, and from which character); a plain
+  table name binds itself; the FROM
+  clause cannot end (WHERE / GROUP / ORDER / LIMIT / HAVING / set op / `)` / `;` / end of text)
+  while a qualifier used before FROM is unbound or a bare column is in none of its tables;
+- after FROM (ON, WHERE, GROUP BY, HAVING, ORDER BY), a qualifier must be bound (in this scope
+  or an enclosing one), its column must belong to its table, and a bare column must belong
+  to one of the tables in scope (or be a select-list alias that is also a column of the
+  schema: the grammar reads another bare word only as a qualifier, which an alias is not),
+  unless a subquery in FROM (whose columns are unknown here) is in scope; an operand right
+  after "(" may start with SELECT only where the bracket is not a call's, and with DISTINCT
+  only in an aggregate's (count, sum, avg, total, group_concat), as in the grammar;
+- a keyword is never an alias or a qualifier; a quoted identifier (`"x"`, `` `x` ``, `[x]`)
+  is a name in FROM and before `.`, elsewhere an opaque literal (Spider writes strings in
+  double quotes); in `Q."col"` (or `` Q.`col` ``) the qualifier is checked as in `Q.*`
+  and the column's text is not read (the grammar allows the schema's columns there).
+
+`feed(text)` returns False at the first character that breaks a rule (state then undefined:
+feed a `copy()`); it sets `touched` when it consults the text of a closed quoted name (a
+name in FROM, or one before `.`): where it does not, the text is an opaque operand,
+forgotten at the next character, so texts differing only there read alike. `viable()` says
+whether the word being typed can still end well;
+`can_end()` whether the text may stop here. `word_set()` is the finite set of words the word
+now being typed must be a prefix of (None: any identifier may follow), for the mask layer;
+where it is None, `word_block()` is the co-finite restriction (blocked prefixes, exceptions)
+of grammars.sql.glue (None: none): a word with a blocked prefix must be a prefix of an
+exception. While FROM may not end, the words after an operand of ON (and after a FROM item)
+are a finite set without the FROM-ending keywords, chosen so that no beginning the grammar
+allows is stranded (`ON a = b ORD` is refused at the `D`, not at the end of ORDER).
+Never a dead end with the grammar: every word of a finite `word_set()` is one the grammar
+accepts whole at that point, or one the reader lets qualify (a bound name), so the word
+being typed can always end (tests/grammars/test_sql_dead_ends.py walks the two together).
+`signature()` is a hashable summary: equal signatures behave equally on every text (each
+scope's part is kept, with its hash, until the scope changes: most characters change none).
+
+Assumes the text is grammar-valid SQL (grammars.sql.grammar): it does not check syntax, only names.
+Knows nothing of tokens, masks or backends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from grammars.sql import glue as sql_glue
+
+IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+KEYWORDS = frozenset((
+    "select distinct all from where group by having order asc desc limit offset union "
+    "intersect except join inner left right full outer cross natural on as and or not in "
+    "like glob between is null exists case when then else end cast").split())
+_JOIN_WORDS = frozenset("natural inner cross left right full outer join".split())
+_FROM_END = frozenset("where group having order limit union intersect except".split())
+_SET_OPS = frozenset("union intersect except".split())
+_OPERAND_WORDS = frozenset("not null case cast exists".split())
+# after these keywords an operand (not an operator) comes next
+_STRICT_AFTER = frozenset("where on by having and or when then else between is distinct like glob".split())
+# the calls whose bracket may open with DISTINCT (grammars.sql.grammar's aggregates)
+_DISTINCT_CALLS = frozenset("count sum avg total group_concat".split())
+# `last` after "(": a call's bracket ("(f"; "(a": one that takes DISTINCT) or another ("(");
+# the keywords an operand may start with there besides _OPERAND_WORDS
+_PAREN_WORDS = {"(": frozenset(("select",)), "(a": frozenset(("distinct",)), "(f": frozenset()}
+_QUOTES = {'"': '"', "`": "`", "[": "]"}
+_ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
+# after an operand of ON while FROM may not end yet: the words the grammar allows there after
+# any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
+_ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
+_OPERAND_ENDS = frozenset(("null", "end"))
+# the keywords that may follow a FROM item, per slot (none after AS: an alias comes)
+_AFTER_ITEM = {slot: _JOIN_WORDS | _FROM_END | {"on"} | ({"as"} if slot != "after_alias" else set())
+               for slot in ("after_table", "after_sub", "after_alias")} | {"after_as": frozenset()}
+# calls (functions, CAST) open at once; gold Spider dev / BIRD mini-dev: 4, and a column spelled
+# like a function (`Date`) counts as a call's start there (`CAST(SUM(IIF(SUBSTRING(Date`)
+MAX_CALL_DEPTH = 5
+_BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
+
+
+def _is_word(name: str) -> bool:
+    """Whether a bare word can spell `name` (lower case): an identifier."""
+    return bool(name) and name[0] not in "0123456789$" and all(ch in IDENT_CHARS for ch in name)
+
+
+class Hashed:
+    """A hashable value (nested tuples) with its hash computed once: a signature, or a
+    scope's key inside one (CPython recomputes a tuple's hash, all the way down, each time)."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple[object, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Hashed) and self._hash == other._hash
+                                 and self.value == other.value)
+
+
+@dataclass
+class _Scope:
+    depth: int  # paren depth of this SELECT core
+    clause: str = "select"  # select | from | on | after
+    refs: dict[str, frozenset[str]] = field(default_factory=dict)  # qualifier -> required cols
+    bare: set[str] = field(default_factory=set)  # bare columns used before FROM
+    bound: dict[str, str | None] = field(default_factory=dict)  # name -> table (None: subquery)
+    aliases: set[str] = field(default_factory=set)  # select-list aliases (`AS x`)
+    slot: str = ""  # FROM slot: table | after_table | after_as | after_alias | after_sub | join_kw
+    table: str | None = None  # table of the current FROM item
+    joined: bool = False  # current FROM item came after JOIN (ON may follow)
+    compound: bool = False  # a set operation came before: ORDER BY names result columns
+    core_pending: bool = False  # after UNION/INTERSECT/EXCEPT, before its SELECT
+    # key() once per state of the scope: SqlScope._mut (the only way to change a scope) drops it
+    cached_key: Hashed | None = field(default=None, repr=False, compare=False)
+
+    def copy(self) -> _Scope:
+        return _Scope(self.depth, self.clause, dict(self.refs), set(self.bare), dict(self.bound),
+                      set(self.aliases), self.slot, self.table, self.joined, self.compound,
+                      self.core_pending)
+
+    def key(self) -> Hashed:
+        key = self.cached_key
+        if key is None:
+            key = self.cached_key = Hashed((
+                self.depth, self.clause, tuple(sorted(self.refs.items())), tuple(sorted(self.bare)),
+                tuple(sorted(self.bound.items(), key=lambda kv: kv[0])), tuple(sorted(self.aliases)),
+                self.slot, self.table, self.joined, self.compound, self.core_pending))
+        return key
+
+
+class SqlSchema:
+    """Lower-cased view of `{table: [columns]}` with the lookups SqlScope needs."""
+
+    def __init__(self, tables: dict[str, list[str]], functions: frozenset[str]) -> None:
+        self.columns = {t.lower(): frozenset(c.lower() for c in cols) for t, cols in tables.items()}
+        self.tables = frozenset(self.columns)
+        self.all_columns = frozenset(c for cols in self.columns.values() for c in cols)
+        # the columns a bare word can spell (identifiers: the grammar quotes any other name),
+        # per table and all: a word set holding `low grade` would let `low` be typed, then
+        # strand it (the grammar goes on only with a space, the reader refuses the word `low`)
+        self.words = {t: frozenset(filter(_is_word, cols)) for t, cols in self.columns.items()}
+        self.all_words = frozenset(filter(_is_word, self.all_columns))
+        self.functions = functions
+        self._fits: dict[frozenset[str], frozenset[str]] = {}
+        self.memo: dict[object, Any] = {}  # for the mask layer (its signature tables): shared by its matchers
+        self.blocks: dict[tuple[object, ...], sql_glue.Block | None] = {}  # SqlScope.word_block's
+        # SqlScope.word_set's at an operand: one frozenset per (bindings, aliases, after "(")
+        self.operands: dict[tuple[object, ...], frozenset[str]] = {}
+
+    def fitting_columns(self, required: frozenset[str]) -> frozenset[str]:
+        """Columns col (identifiers) such that some table has all of `required` and col."""
+        hit = self._fits.get(required)
+        if hit is None:
+            hit = frozenset().union(*(self.words[t] for t, cols in self.columns.items() if required <= cols))
+            self._fits[required] = hit
+        return hit
+
+
+class SqlScope:
+    """Name-resolution state of one query being generated (see the module docstring)."""
+
+    __slots__ = ("schema", "scopes", "parens", "calls", "callee", "mode", "word", "word_set_at_start", "word_block_at_start",
+                 "quoted", "pending", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
+
+    def __init__(self, schema: SqlSchema) -> None:
+        self.schema = schema
+        self.scopes: list[_Scope] = []
+        self.parens: list[bool] = []  # one per open "(": True when it holds a subquery
+        self.calls: list[str] = []  # one per open "(": the function it calls ("": none)
+        self.callee = ""  # the function name read last (its call's "(" may come next)
+        self.mode = ""  # "" | "'" | '"' | "`" | "[" (inside a literal / quoted name)
+        self.word = ""  # the identifier or number being typed (original case)
+        self.word_set_at_start: frozenset[str] | None = None
+        self.word_block_at_start: sql_glue.Block | None = None
+        self.quoted = ""  # content of the quoted name being typed
+        self.pending: str | None = None  # a closed quoted name waiting for its next character
+        self.qual: str | None = None  # after `Q.`: the qualifier whose column comes next
+        self.operand = True  # an operand (not an operator) is expected next
+        # last non-space character outside words; "w" / "k" after a name / keyword, "a" / "f"
+        # after a function name (an aggregate taking DISTINCT / another), "(a" / "(f" after
+        # such a call's "("
+        self.last = ""
+        self.ended = False  # `;` seen
+        self.as_pending = False  # `AS` seen outside FROM: the next word is an alias or a type
+        self.touched = False  # a closed quoted name's text was consulted (see `feed`)
+        self._owned = True  # scopes[-1] is this reader's own (copies share it until one mutates it)
+
+    def copy(self) -> SqlScope:
+        """An independent reader in the same state: both share the scopes until one of them
+        changes the innermost (copy on write, `_mut`); feeding one never changes the other."""
+        new = SqlScope.__new__(SqlScope)
+        new.schema = self.schema
+        new.scopes = list(self.scopes)  # shared: the top is copied on its first mutation (_mut)
+        new._owned = self._owned = False
+        new.parens = list(self.parens)
+        new.calls, new.callee = list(self.calls), self.callee
+        new.mode, new.word, new.word_set_at_start = self.mode, self.word, self.word_set_at_start
+        new.word_block_at_start = self.word_block_at_start
+        new.quoted, new.pending, new.qual = self.quoted, self.pending, self.qual
+        new.operand, new.last, new.ended = self.operand, self.last, self.ended
+        new.as_pending, new.touched = self.as_pending, self.touched
+        return new
+
+    def signature(self) -> tuple[object, ...]:
+        return (tuple(s.key() for s in self.scopes), tuple(self.parens), tuple(self.calls), self.callee,
+                self.mode, self.word.lower(),
+                self.quoted.lower(), self.pending, self.qual, self.operand, self.last, self.ended, self.as_pending)
+
+    # -- text ---------------------------------------------------------------------------
+    def feed(self, text: str) -> bool:
+        for ch in text:
+            if not self._char(ch):
+                return False
+        return True
+
+    def viable(self) -> bool:
+        """Whether the word being typed is a prefix of a word that may come here."""
+        if not self.word or self.word[0].isdigit():
+            return True
+        words = self.word_set_at_start
+        if words is None:
+            block = self.word_block_at_start
+            return block is None or sql_glue.viable(self.word.lower(), block)
+        low = self.word.lower()
+        return any(w.startswith(low) for w in words)
+
+    def can_end(self) -> bool:
+        """Whether the text may end here (as far as names go; the grammar decides syntax)."""
+        probe = self.copy()
+        return probe._char(" ") and probe._end_from() and not probe.parens
+
+    # -- the word that may start here ---------------------------------------------------
+    def word_set(self) -> frozenset[str] | None:
+        """Words (lower case) a word starting at this point must be a prefix of; None: any."""
+        if self.mode or self.pending is not None or self.as_pending:
+            return None
+        if self.qual is not None:
+            return self._column_choices(self.qual)
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is None or scope.core_pending:
+            return None
+        if (scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth
+                and not self._resolved(scope)):
+            return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
+        if scope.clause == "from" and scope.slot == "after_alias":
+            blocked = not self._resolved(scope)
+            words = (_JOIN_WORDS - {"outer"}) | ({"on"} if scope.joined else set())  # OUTER: after LEFT
+            return None if not blocked else frozenset(words)
+        if scope.clause in ("on", "after") and self.operand and not scope.compound:
+            visible = self._visible()
+            key = (tuple(visible.items()), frozenset(scope.aliases) if scope.aliases else None,
+                   self.last if self.last in _PAREN_WORDS else "", sum(1 for call in self.calls if call),
+                   self.calls[-1] if self.calls and self.last in ("(a", "(f") else "")
+            memo = self.schema.operands
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+            if len(memo) > _BLOCKS:
+                memo.clear()
+            memo[key] = words = self._operand_words(scope, visible)
+            return words
+        return None
+
+    def _operand_words(self, scope: _Scope, visible: dict[str, str | None]) -> frozenset[str]:
+        """word_set at an operand after FROM: the names in scope (their columns), the
+        select-list aliases that are columns of the schema, functions, the words that start an
+        operand, and SELECT after a bracket that is not a call's, DISTINCT after an aggregate's.
+        Only words the grammar accepts here whole: a word it reads only as a qualifier
+        (`cnt.x`) that the reader refuses to qualify (`cnt` not bound) would be a dead end."""
+        names = set(filter(_is_word, visible))  # a quoted table's own name may hold a space
+        tables = [t for t in visible.values()]
+        if any(t is None for t in tables):
+            names |= self.schema.all_words
+        else:
+            for table in tables:
+                names |= self.schema.words.get(table or "", frozenset())
+        names |= (scope.aliases & self.schema.all_words) | (_OPERAND_WORDS - {"cast"})
+        names |= {f for f in self.schema.functions | {"cast"} if self._may_call(f, self.last)}
+        names |= _PAREN_WORDS.get(self.last, frozenset())
+        return frozenset(names)
+
+    def word_block(self) -> sql_glue.Block | None:
+        """(blocked prefixes, exceptions) for a word starting here in a FROM alias slot (see
+        grammars.sql.glue); None where the rule does not apply or no name can be blocked."""
+        if self.mode or self.pending is not None or self.as_pending or self.qual is not None:
+            return None
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is None or scope.clause != "from" or scope.slot not in _ALIAS_SLOTS:
+            return None
+        key = (scope.slot, scope.table, tuple(scope.refs.items()), tuple(scope.bound))
+        memo = self.schema.blocks
+        try:
+            return memo[key]
+        except KeyError:
+            pass
+        if len(memo) > _BLOCKS:
+            memo.clear()
+        block: sql_glue.Block | None = None
+        used = [*scope.refs, *scope.bound]
+        misfits = {q for q in scope.refs if q not in scope.bound and not self._alias_fits(scope, q)}
+        prefixes = sql_glue.glue_prefixes(used) | misfits
+        if prefixes:
+            names = (scope.refs.keys() | self.schema.tables) - KEYWORDS
+            exceptions = {n for n in names if (sql_glue.near(n, used) or sql_glue.glued(n, prefixes))
+                          and self._alias_fits(scope, n)}
+            exceptions |= {k for k in KEYWORDS if sql_glue.glued(k, prefixes)}
+            block = prefixes, frozenset(exceptions)
+        memo[key] = block
+        return block
+
+    # -- internals ----------------------------------------------------------------------
+    def _mut(self) -> _Scope:
+        """The innermost scope, made this reader's own first (copy on write): the only way
+        to a scope that is then changed. Scopes below it are never changed."""
+        if not self._owned:
+            self.scopes[-1] = self.scopes[-1].copy()
+            self._owned = True
+        scope = self.scopes[-1]
+        scope.cached_key = None  # about to change
+        return scope
+
+    def _alias_fits(self, scope: _Scope, low: str) -> bool:
+        """`low` (not a keyword) may be the alias of the current FROM item, glue aside."""
+        if low in scope.bound:
+            return False
+        table = scope.table if scope.slot != "after_sub" else None
+        return table is None or scope.refs.get(low, frozenset()) <= self.schema.columns.get(table, frozenset())
+
+    def _visible(self) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for scope in self.scopes:
+            if scope.clause != "select":
+                out.update(scope.bound)
+        return out
+
+    def _outer_binding(self, name: str) -> tuple[bool, str | None]:
+        for scope in reversed(self.scopes[:-1]):
+            if scope.clause != "select" and name in scope.bound:
+                return True, scope.bound[name]
+        return False, None
+
+    def _column_choices(self, qual: str) -> frozenset[str] | None:
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is None:
+            return None
+        words = self.schema.words
+        if scope.clause != "select" and qual in scope.bound:
+            table = scope.bound[qual]
+            return None if table is None else words.get(table, frozenset())
+        outer, table = self._outer_binding(qual)
+        if scope.clause != "select":  # after FROM: the qualifier is bound in an outer scope
+            if not outer or table is None:
+                return None
+            return words.get(table, frozenset())
+        choices = self.schema.fitting_columns(scope.refs.get(qual, frozenset()))
+        if outer:
+            if table is None:
+                return None
+            if scope.refs.get(qual, frozenset()) <= self.schema.columns.get(table, frozenset()):
+                choices = choices | words.get(table, frozenset())
+        return choices
+
+    def _resolved(self, scope: _Scope) -> bool:
+        """Every qualifier and bare column used before FROM resolves in the tables bound so far."""
+        for qual, cols in scope.refs.items():
+            if qual in scope.bound:
+                continue  # its columns were checked when it was bound
+            outer, table = self._outer_binding(qual)
+            if not outer or (table is not None and not cols <= self.schema.columns.get(table, frozenset())):
+                return False
+        if scope.bare:
+            tables = list(scope.bound.values())
+            for s in self.scopes[:-1]:
+                if s.clause != "select":
+                    tables.extend(s.bound.values())
+            if None in tables:
+                return True
+            have = frozenset().union(*(self.schema.columns.get(t or "", frozenset()) for t in tables))
+            if not scope.bare <= have:
+                return False
+        return True
+
+    def _bind_plain_table(self) -> bool:
+        """The innermost FROM item's table was not aliased: it binds its own name."""
+        scope = self.scopes[-1]
+        if scope.slot == "after_table" and scope.table is not None:
+            table = scope.table
+            if table in scope.bound:
+                return False
+            if not scope.refs.get(table, frozenset()) <= self.schema.columns.get(table, frozenset()):
+                return False
+            scope = self._mut()
+            scope.bound[table] = table
+            scope.slot = "after_alias"
+        return True
+
+    def _end_from(self) -> bool:
+        """The FROM clause of the innermost scope ends here (if it is open)."""
+        if not self.scopes:
+            return True
+        if self.scopes[-1].clause in ("from", "on"):
+            if not self._bind_plain_table() or not self._resolved(self.scopes[-1]):
+                return False
+            self._mut().clause = "after"
+        return True
+
+    def _char(self, ch: str) -> bool:
+        if self.ended:
+            return ch.isspace()
+        mode = self.mode
+        if mode == "'":
+            if ch == "'":
+                self.mode = ""
+                self.operand = False
+            return True
+        if mode:
+            if self.last == "q":  # a qualified column, quoted: an operand, its text not read
+                if ch == _QUOTES[mode]:
+                    self.mode, self.last, self.operand = "", "w", False
+                return True
+            if ch == _QUOTES[mode]:
+                self.mode = ""
+                return self._quoted_closed(self.quoted)
+            self.quoted += ch
+            return True
+        if self.pending is not None:
+            name, self.pending = self.pending, None
+            if ch == ".":
+                self.touched = True
+                return self._qualifier(name)
+            self.operand = False  # an opaque literal / quoted name was an operand
+        if ch in IDENT_CHARS:
+            if not self.word:
+                self.word_set_at_start = words = self.word_set()
+                self.word_block_at_start = self.word_block() if words is None else None
+            self.word += ch
+            return True
+        if self.word:
+            word, self.word = self.word, ""
+            if not self._word(word, ch):
+                return False
+        if ch.isspace():
+            return True
+        return self._punct(ch)
+
+    def _punct(self, ch: str) -> bool:
+        scope = self.scopes[-1] if self.scopes else None
+        if ch == ".":
+            return True  # a qualifier's dot (the qualifier was read) or a decimal point
+        last, self.last = self.last, ch
+        if self.qual is not None:
+            qual, self.qual = self.qual, None
+            if ch != "*" and ch not in _QUOTES:
+                return False  # garbage after `Q.`
+            if scope is not None and scope.clause == "select":
+                scope = self._mut()
+                scope.refs[qual] = scope.refs.get(qual, frozenset())
+            if ch in _QUOTES:  # `Q."col"`: Q must be bound, as for `Q.*`; the column is the grammar's
+                self.mode, self.quoted, self.last = ch, "", "q"
+                return True
+            self.operand = False
+            return True
+        if ch in _QUOTES:
+            self.mode, self.quoted = ch, ""
+            return True
+        if ch == "'":
+            self.mode = "'"
+            return True
+        if ch == "(":
+            self.last = {"a": "(a", "f": "(f"}.get(last, "(")
+            self.parens.append(False)
+            self.calls.append(self.callee if self.last != "(" else "")
+            self.operand = True
+            if scope is not None and scope.clause == "from" and scope.slot == "table":
+                self._mut().slot = "sub_open"
+            return True
+        if ch == ")":
+            if not self.parens:
+                return True
+            self.calls.pop()
+            if self.parens.pop():
+                if not self._end_from():
+                    return False
+                self.scopes.pop()
+                self._owned = False  # the new innermost scope may be shared
+                outer = self.scopes[-1] if self.scopes else None
+                if outer is not None and outer.clause == "from" and outer.slot == "sub_open":
+                    outer = self._mut()
+                    outer.slot, outer.table = "after_sub", None
+                    outer.bound[f"({len(outer.bound)})"] = None  # its columns are unknown here
+            self.operand = False
+            return True
+        if ch == ";":
+            if not self._end_from() or self.parens:
+                return False
+            self.ended = True
+            return True
+        if ch == ",":
+            self.operand = True
+            if scope is not None and len(self.parens) == scope.depth and scope.clause in ("from", "on"):
+                if scope.clause == "from" and not self._bind_plain_table():
+                    return False
+                scope = self._mut()
+                scope.clause, scope.slot, scope.joined = "from", "table", False
+            return True
+        if ch == "*":
+            self.operand = not self.operand  # `count(*)` / `SELECT *`, else a product
+            return True
+        self.operand = True  # operator
+        return True
+
+    def _quoted_closed(self, name: str) -> bool:
+        low = name.lower()
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is not None and scope.clause in ("from", "on") and scope.slot in (
+                "table", "after_table", "after_as", "after_sub"):
+            self.touched = True
+            return self._from_name(low, quoted=True)
+        self.pending = low
+        return True
+
+    def _qualifier(self, name: str) -> bool:
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is None or name in KEYWORDS:
+            return False
+        if scope.clause != "select" and name not in self._visible():
+            return False
+        self.qual = name
+        return True
+
+    def _word(self, word: str, nxt: str) -> bool:
+        """A complete bare word, followed by the character `nxt`."""
+        low = word.lower()
+        last, self.last = self.last, "w"
+        if word[0].isdigit():
+            self.operand = nxt == "."  # `1.5`: the digits after the point are the operand
+            return True
+        scope = self.scopes[-1] if self.scopes else None
+        if self.qual is not None:
+            qual, self.qual = self.qual, None
+            choices = self._column_choices(qual)
+            if choices is not None and low not in choices:
+                return False
+            if scope is not None and scope.clause == "select" and qual not in scope.bound:
+                scope = self._mut()
+                scope.refs[qual] = scope.refs.get(qual, frozenset()) | {low}
+            self.operand = False
+            return True
+        if nxt == ".":
+            return self._qualifier(low)
+        if self.as_pending:  # a select-list alias, or the type of CAST(x AS type)
+            self.as_pending = False
+            self.operand = False
+            if scope is not None:
+                self._mut().aliases.add(low)
+            return True
+        if low in KEYWORDS:
+            return self._keyword(low, last)
+        if scope is None:
+            return True
+        if scope.clause == "from" and scope.slot in ("table", "after_table", "after_as", "after_sub"):
+            return self._from_name(low)
+        words = self.word_set_at_start
+        self.operand = False
+        if low in self.schema.functions:
+            self.last = "a" if low in _DISTINCT_CALLS else "f"  # a call's bracket comes next
+            self.callee = low
+            return self._may_call(low, last)
+        if scope.clause == "select":
+            self._mut().bare.add(low)
+            return True
+        return words is None or low in words
+
+    def _may_call(self, function: str, last: str) -> bool:
+        """Whether a call of `function` may start here (`last`: before its name): fewer than
+        MAX_CALL_DEPTH calls open, and not the first operand of a call of the same function
+        (`UPPER(UPPER(`: no query needs it; a greedy loop does)."""
+        calls = [call for call in self.calls if call]
+        if len(calls) >= MAX_CALL_DEPTH:
+            return False
+        return not (last in ("(a", "(f") and self.calls and self.calls[-1] == function)
+
+    def _from_name(self, low: str, *, quoted: bool = False) -> bool:
+        """A name in the innermost FROM: a table, or the alias of the item before it."""
+        scope = self.scopes[-1]
+        slot = scope.slot
+        if slot == "table":
+            scope = self._mut()
+            scope.table, scope.slot = low, "after_table"
+            return True
+        if low in KEYWORDS or not self._alias_fits(scope, low):
+            return False
+        block = None if quoted else self.word_block()  # a quoted name is not typed as a word
+        if block is not None and low not in block[1] and (
+                sql_glue.glued(low, block[0]) or sql_glue.near(low, [*scope.refs, *scope.bound])):
+            return False
+        scope = self._mut()
+        scope.bound[low] = scope.table if slot != "after_sub" else None
+        scope.slot = "after_alias"
+        return True
+
+    def _keyword(self, low: str, last: str) -> bool:
+        scope = self.scopes[-1] if self.scopes else None
+        depth = len(self.parens)
+        if (scope is not None and depth == scope.depth and scope.clause == "from"
+                and low not in _AFTER_ITEM.get(scope.slot, KEYWORDS)):
+            return False  # the grammar reads `t OR` as `t` aliased `or`: never a keyword's place
+        if low == "not":
+            self.operand = self.operand  # unary NOT keeps an operand coming; `x NOT IN` does not
+        else:
+            self.operand = low in _STRICT_AFTER or low == "select"
+        if low == "select":
+            if self.parens and last == "(" and (scope is None or depth > scope.depth):
+                self.parens[-1] = True
+                self.scopes.append(_Scope(depth))
+                self._owned = True
+            elif scope is None:
+                self.scopes.append(_Scope(depth))
+                self._owned = True
+            elif scope.core_pending and depth == scope.depth:
+                self.scopes[-1] = _Scope(depth, compound=True)
+                self._owned = True
+            self.last = "k"
+            return True
+        self.last = "w" if low in _OPERAND_ENDS else "k"  # NULL / END close an operand, as a name does
+        if low == "cast":  # a call as far as nesting goes
+            self.last, self.callee = "f", low
+            return self._may_call(low, last)
+        if low == "as":
+            if (scope is not None and depth == scope.depth and scope.clause == "from"
+                    and scope.slot in ("after_table", "after_sub")):
+                self._mut().slot = "after_as"
+            else:
+                self.as_pending = True
+            return True
+        if scope is None or depth != scope.depth:
+            return True
+        if low == "from" and scope.clause == "select":
+            scope = self._mut()
+            scope.clause, scope.slot, scope.table, scope.joined = "from", "table", None, False
+            return True
+        if scope.clause in ("from", "on") and low in _JOIN_WORDS:
+            if scope.clause == "from" and not self._bind_plain_table():
+                return False
+            scope = self._mut()
+            scope.clause = "from"
+            scope.slot = "table" if low == "join" else "join_kw"
+            scope.joined = True
+            return True
+        if low == "on" and scope.clause == "from":
+            if not self._bind_plain_table():
+                return False
+            self._mut().clause = "on"
+            return True
+        if low in _FROM_END:
+            if not self._end_from():
+                return False
+            if low in _SET_OPS:
+                self._mut().core_pending = True
+        return True
