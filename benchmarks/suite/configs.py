@@ -26,7 +26,7 @@ Peers:
   list on the assistant and the target, so its draft is masked as well;
 - `vllm-no-spec` (vLLM without speculation: the baseline of the vLLM rows, `VLLM_BASELINE`),
   `vllm-native`, `vllm-native-fixed`, `specgate-vllm`, `specgate-vllm-stepk` (per-step draft
-  length, `engine.vllm.step_k`): from `benchmarks.vllm_configs`
+  length, `engine.vllm.step_k`): from `benchmarks.vllm.configs`
   (`run_vllm_config`); rows are marked unavailable when vLLM is not installed.
 
 Knows nothing about workloads or timing.

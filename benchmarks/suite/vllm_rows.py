@@ -1,5 +1,5 @@
 """The vLLM rows (`vllm-no-spec`, `vllm-native`, `vllm-native-fixed`, `specgate-vllm`), from
-`benchmarks.vllm_configs.run_vllm_config(config_name, prompts, *, max_tokens, temperature, k,
+`benchmarks.vllm.configs.run_vllm_config(config_name, prompts, *, max_tokens, temperature, k,
 repeats) -> list[dict]`.
 
 `vllm_records(workloads, config, ..., repeats=R)` passes every case of the workloads, in one
@@ -20,6 +20,7 @@ None. Never fabricates a number. Knows nothing about aggregation.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from typing import Any
 
@@ -54,7 +55,7 @@ def vllm_records(
         for record in records:
             record.error = f"unavailable: {reason}"
         return records
-    from benchmarks import vllm_configs as module
+    module = importlib.import_module("benchmarks.vllm.configs")  # read from sys.modules: tests put a fake there
     try:
         kwargs: dict[str, Any] = {"repeats": repeats} if repeats != 1 else {}
         results = module.run_vllm_config(config, [case_body(case) for _, case in cases],

@@ -3,7 +3,7 @@ llama.cpp (`engine.torch_engine.llama_cpp_model`).
 
 `choose_kernels(requested, *, device, models, info=None)` resolves "auto" and returns the
 reason with it, so the gateway can log it. The rule, measured (docs/speculation.md "Kernels",
-`python -m benchmarks.forward_cost --options llama-cpp,bf16,bf16-avx2,fp32-avx2`): llama.cpp
+`python -m benchmarks.micro.forward_cost --options llama-cpp,bf16,bf16-avx2,fp32-avx2`): llama.cpp
 on the registered models' Q4_K_M GGUFs decodes several times faster than torch in any dtype
 (one token, one thread, loaded machine: 79-133 ms against 607 ms bf16), but its multi-token
 forwards cost about one decode per token (a 9-token forward: 10.7-12.9 decodes; its quantized

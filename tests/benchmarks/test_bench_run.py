@@ -135,12 +135,9 @@ def test_vllm_rows_one_call_per_config_and_mapping(monkeypatch: pytest.MonkeyPat
         return [{"text": '{"x": 1}', "completion_tokens": 7, "steps": 3, "draft_tokens": 8, "accepted_tokens": 4,
                  "latency_s": 2.0, "finish_reason": "stop", "error": None} for _ in prompts]
 
-    fake = types.ModuleType("benchmarks.vllm_configs")
+    fake = types.ModuleType("benchmarks.vllm.configs")
     fake.run_vllm_config = run_vllm_config  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "benchmarks.vllm_configs", fake)
-    import benchmarks  # `from benchmarks import vllm_configs` reads the package attribute once imported
-
-    monkeypatch.setattr(benchmarks, "vllm_configs", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "benchmarks.vllm.configs", fake)
     monkeypatch.setattr(vllm_rows, "vllm_unavailable_reason", lambda: None)
     workloads = [load_workload("json", 2, data_dir=data_dir), load_workload("sql", 1, data_dir=data_dir)]
     records = vllm_rows.vllm_records(workloads, "specgate-vllm", k=4, temperature=0.7, max_tokens=9)

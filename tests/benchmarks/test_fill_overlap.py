@@ -1,8 +1,8 @@
-"""benchmarks.fill_overlap: the table of medians against forward-then-fill."""
+"""benchmarks.micro.fill_overlap: the table of medians against forward-then-fill."""
 
 from __future__ import annotations
 
-from benchmarks.fill_overlap import table
+from benchmarks.micro.fill_overlap import table
 
 
 def test_table_gives_each_case_against_the_sequential_pair() -> None:

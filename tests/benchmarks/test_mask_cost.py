@@ -1,9 +1,9 @@
-"""benchmarks.mask_cost: a cold and a warm walk time the same positions of the same outputs; schema-aware
+"""benchmarks.micro.mask_cost: a cold and a warm walk time the same positions of the same outputs; schema-aware
 SQL also times each position's first fill (scope tables cleared) at those positions."""
 
 from __future__ import annotations
 
-from benchmarks.mask_cost import json_cases, measure
+from benchmarks.micro.mask_cost import json_cases, measure
 
 
 def test_warm_and_cold_walks_time_the_same_positions(qwen_tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -20,7 +20,7 @@ def test_warm_and_cold_walks_time_the_same_positions(qwen_tokenizer) -> None:  #
 
 
 def test_schema_aware_sql_times_first_fills_at_the_same_positions(qwen_tokenizer) -> None:  # type: ignore[no-untyped-def]
-    from benchmarks.mask_cost import sql_cases
+    from benchmarks.micro.mask_cost import sql_cases
     from grammars import GrammarCompiler
 
     compiler = GrammarCompiler(qwen_tokenizer, backend="xgrammar", vocab_size=151_936)
@@ -36,7 +36,7 @@ def test_engine_walk_fills_the_rows_the_torch_engine_fills(qwen_tokenizer) -> No
     with the whole output accepted."""
     import math
 
-    from benchmarks.mask_cost import Evictor, K, engine_walk
+    from benchmarks.micro.mask_cost import Evictor, K, engine_walk
     from grammars import GrammarCompiler, spec_from_request
 
     compiler = GrammarCompiler(qwen_tokenizer, backend="auto", vocab_size=151_936)

@@ -1,8 +1,8 @@
-"""benchmarks.served_mask_fills: the table of shares read from the served histogram."""
+"""benchmarks.micro.served_mask_fills: the table of shares read from the served histogram."""
 
 from __future__ import annotations
 
-from benchmarks.served_mask_fills import table
+from benchmarks.micro.served_mask_fills import table
 
 
 def test_table_gives_the_share_of_fills_within_each_bound() -> None:
@@ -19,7 +19,7 @@ def test_table_gives_the_share_of_fills_within_each_bound() -> None:
 
 
 def test_pause_table_counts_pauses_over_10_and_100_ms() -> None:
-    from benchmarks.served_mask_fills import pause_table
+    from benchmarks.micro.served_mask_fills import pause_table
 
     pauses = {"2": {"0.01": 1.0, "0.1": 2.0, "+Inf": 3.0, "count": 3.0, "sum": 0.4}}
     assert pause_table(pauses)[2:] == ["| 2 | 3 | 400 | 2 | 1 |"]

@@ -31,7 +31,7 @@ def _fake(calls: list[tuple[Any, ...]]) -> Any:
                  "plugin_times": None if plain else {"plugin_s": 0.01, "step_s": 1.0}}
                 for rep in range(repeats) for i in range(len(prompts))]
 
-    fake = types.ModuleType("benchmarks.vllm_configs")
+    fake = types.ModuleType("benchmarks.vllm.configs")
     fake.run_vllm_config = run_vllm_config  # type: ignore[attr-defined]
     return fake
 
@@ -39,7 +39,7 @@ def _fake(calls: list[tuple[Any, ...]]) -> Any:
 def test_vllm_rows_decode_timing_repeats_and_own_baseline(monkeypatch: pytest.MonkeyPatch,
                                                           data_dir: pathlib.Path) -> None:
     calls: list[tuple[Any, ...]] = []
-    monkeypatch.setitem(sys.modules, "benchmarks.vllm_configs", _fake(calls))
+    monkeypatch.setitem(sys.modules, "benchmarks.vllm.configs", _fake(calls))
     monkeypatch.setattr(vllm_rows, "vllm_unavailable_reason", lambda: None)
     workloads = [load_workload("json", 2, data_dir=data_dir)]
     records = []

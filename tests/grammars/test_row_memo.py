@@ -161,7 +161,7 @@ def test_a_wrappers_inner_matcher_keeps_no_rows(xgr_compiler) -> None:  # type: 
 
 
 def test_forgetting_the_scope_tables_makes_the_next_fill_a_first_fill(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
-    """benchmarks.sql_first_fill and fill_overlap time first fills at one position with it."""
+    """benchmarks.micro.sql_first_fill and fill_overlap time first fills at one position with it."""
     matcher = xgr_compiler.compile(SQL_SPEC).matcher()
     bitmask = xgr_compiler.allocate_bitmask(1)
     assert matcher.accept_text("SELECT name FROM singer AS")

@@ -105,7 +105,7 @@ def test_spider_join_k4_masks_agree_with_the_query(xgr_compiler, data_dir) -> No
     """fill_masks with K=4 drafts along a Spider join query: every row allows the query's
     next token, all K+1 rows come back, and the matcher state is unchanged. The cost of these
     masks (the reason the grammar has its shape) is measured, not asserted: see
-    `python -m benchmarks.mask_cost` (p50 / p99 per family, Spider SQL included)."""
+    `python -m benchmarks.micro.mask_cost` (p50 / p99 per family, Spider SQL included)."""
     spider = data_dir / "text2sql" / "spider"
     example = next(e for e in json.loads((spider / "dev.json").read_text())
                    if e["db_id"] == "car_1" and " JOIN " in e["query"])

@@ -1,4 +1,4 @@
-"""Replays recorded greedy match sequences (`benchmarks.acceptance_trace`) under K policies
+"""Replays recorded greedy match sequences (`benchmarks.micro.acceptance_trace`) under K policies
 with the recorded forward costs: `engine.pacing.adaptive.AdaptiveK` as the engine runs it, and fixed
 K = 1..K_max, so a change to the policy is judged on real acceptance patterns in seconds.
 
@@ -13,7 +13,7 @@ costs one 1-token forward. Traces replayed in order share one engine's record of
 accepted. Predicted seconds, not measured ones: it checks the policy, the bench checks the
 machine.
 
-    python -m benchmarks.adaptive_replay benchmarks/results/acceptance_trace.json [--k-max 4]
+    python -m benchmarks.micro.adaptive_replay benchmarks/results/acceptance_trace.json [--k-max 4]
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     from engine.pacing.cost_model import ForwardCosts
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("trace", help="JSON written by benchmarks.acceptance_trace")
+    parser.add_argument("trace", help="JSON written by benchmarks.micro.acceptance_trace")
     parser.add_argument("--k-max", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=None, help="cut each trace to this many tokens")
     parser.add_argument("--fresh", action="store_true",

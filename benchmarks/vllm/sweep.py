@@ -2,18 +2,18 @@
 tool-call and SQL requests, for `vllm-no-spec`, `vllm-native-fixed` and `specgate-vllm` (and,
 named in `--configs`, `specgate-vllm-stepk`: per-step draft length, compared with specgate-vllm).
 
-    python -m benchmarks.vllm_sweep [--levels 1,4,16] [--max-tokens 24] [-k 4] [--data-dir DIR] \
+    python -m benchmarks.vllm.sweep [--levels 1,4,16] [--max-tokens 24] [-k 4] [--data-dir DIR] \
         [--configs vllm-no-spec,vllm-native-fixed,specgate-vllm] [--out benchmarks/results/vllm_sweep.json]
-    python -m benchmarks.vllm_sweep --table benchmarks/results/vllm_sweep.json
+    python -m benchmarks.vllm.sweep --table benchmarks/results/vllm_sweep.json
 
-One engine per configuration (`benchmarks.vllm_configs.build_config_engine`, max_num_seqs =
+One engine per configuration (`benchmarks.vllm.configs.build_config_engine`, max_num_seqs =
 the highest level), started once and warmed up with one short request; then, per level c,
 max(c, 3) requests drawn round-robin from the bench workloads `json`, `tools` and `sql`
 (`benchmarks.suite.workloads`, the same bodies the bench sends), with exactly c in flight
 (a new one starts when one ends). Per level: throughput = completion tokens / wall time of
 the level, request latency p50 / p99, TTFT p50, tokens per engine step, acceptance over
 proposed drafts, and the plugin's host time / the worker's step time
-(`benchmarks.vllm_configs.plugin_times`, reset before each level). T=0, greedy.
+(`benchmarks.vllm.configs.plugin_times`, reset before each level). T=0, greedy.
 Configurations run one after another (one engine in memory at a time), so their ratios carry
 the machine's drift between them; levels within a configuration run back to back. Asserts
 nothing; every engine process is spawned, hence the `__main__` guard.
@@ -47,7 +47,7 @@ def mixed_bodies(n: int, *, data_dir: pathlib.Path | None = None) -> list[tuple[
 
 async def run_level(engine: Any, bodies: list[tuple[str, dict[str, Any]]], *, concurrency: int,
                     max_tokens: int, tag: str) -> dict[str, Any]:
-    from benchmarks.vllm_configs import one_request, plugin_times
+    from benchmarks.vllm.configs import one_request, plugin_times
 
     queue = list(enumerate(bodies))
     results: list[dict[str, Any]] = []
@@ -84,7 +84,7 @@ async def run_level(engine: Any, bodies: list[tuple[str, dict[str, Any]]], *, co
 
 async def run_config(config: str, *, levels: list[int], max_tokens: int, k: int,
                      data_dir: pathlib.Path | None = None) -> list[dict[str, Any]]:
-    from benchmarks.vllm_configs import build_config_engine, one_request
+    from benchmarks.vllm.configs import build_config_engine, one_request
 
     engine = await asyncio.to_thread(build_config_engine, config, k=k, max_num_seqs=max(levels))
     out = []

@@ -1,6 +1,6 @@
 """Mask fill times as a running gateway measures them: send constrained requests, read /metrics.
 
-    python -m benchmarks.served_mask_fills [--url http://127.0.0.1:8000] [--sql N] [--json N]
+    python -m benchmarks.micro.served_mask_fills [--url http://127.0.0.1:8000] [--sql N] [--json N]
         [--db SPIDER_DB] [--output FILE]
 
 Sends N Spider dev questions with their database's DDL as a schema-aware SQL constraint
@@ -14,7 +14,7 @@ prints, per grammar family and rows (the drafter's, the target's verify rows), t
 the rows reused instead of filled (`specgate_grammar_mask_rows_reused`), their mean and the share at or under each bound from 100 µs to 5 ms; and the garbage
 collector's pauses since the server started (`specgate_gc_pause_seconds`, timed from the end of startup, per generation:
 count, total, and how many took over 10 and 100 ms), which stop every fill and forward. Those are the costs of
-masks filled between real forwards, on the CPU serving (benchmarks.mask_cost's
+masks filled between real forwards, on the CPU serving (benchmarks.micro.mask_cost's
 `--evict-mb` reproduces the cache state offline). Start the server first
 (`bash scripts/serve.sh`); its histogram counts every request it has finished, so use a
 fresh one.
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join([
         "# Mask fills as served",
         "",
-        f"`python -m benchmarks.served_mask_fills --sql {args.sql} --json {args.json}"
+        f"`python -m benchmarks.micro.served_mask_fills --sql {args.sql} --json {args.json}"
         f"{f' --db {args.db}' if args.db else ''}` against a "
         f"gateway at {args.url} (serving CPU: {cpu}), {len(answers)} requests in {wall:.0f} s, "
         f"greedy. From the server's `{_METRIC}` histogram: share of mask rows filled within "

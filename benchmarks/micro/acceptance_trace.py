@@ -10,7 +10,7 @@ be compared offline with the measured forward costs. Each step's draft and targe
 are recorded too (draft seconds include the draft's mask and sampling work, and on the first
 drafting step its prompt catch-up).
 
-    python -m benchmarks.acceptance_trace --workloads json,tools,sql,chat --cases 3 \
+    python -m benchmarks.micro.acceptance_trace --workloads json,tools,sql,chat --cases 3 \
         --max-tokens 48 -k 8 --threads 1 --out benchmarks/results/acceptance_trace.json
 
 Knows nothing about policies: it records; `engine.pacing.adaptive` decides.

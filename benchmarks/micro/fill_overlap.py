@@ -1,6 +1,6 @@
 """A drafter's mask fill beside its draft forward: in sequence, or overlapped in a thread.
 
-    python -m benchmarks.fill_overlap [--threads 2] [--repeat 40] [--output FILE]
+    python -m benchmarks.micro.fill_overlap [--threads 2] [--repeat 40] [--output FILE]
 
 Loads the 0.5B draft's Q4_K_M GGUF with llama-cpp-python (`--threads` threads; the draft's
 kernels by default) and a schema-aware SQL grammar on a Spider database. Times, as medians
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from benchmarks.common import RESULTS_DIR, SHARED, write_report
-from benchmarks.mask_cost import sql_cases
+from benchmarks.micro.mask_cost import sql_cases
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     medians = measure(threads=args.threads, repeat=args.repeat)
     cpu = cpu_info()
     lines = ["# Drafter mask fill beside the draft forward", "",
-             f"`python -m benchmarks.fill_overlap --threads {args.threads} --repeat {args.repeat}` on "
+             f"`python -m benchmarks.micro.fill_overlap --threads {args.threads} --repeat {args.repeat}` on "
              f"{cpu.model} ({cpu.cores} cores; {' '.join(cpu.key_flags)}): qwen2.5-coder-0.5b Q4_K_M on "
              f"llama.cpp, {args.threads} thread(s); a schema-aware SQL first fill (Spider, scope tables cleared). Medians, ms; the "
              "pairs are the better of two passes.", "", *table(medians)]

@@ -1,8 +1,8 @@
 """The kernel / dtype cost table: per option, decode ms/token, verify ms at n = K+1 tokens,
 prefill ms at 32 and 256 tokens, peak RSS, and what speculation would be worth there.
 
-    python -m benchmarks.forward_cost                       # every option, Qwen2.5-Coder 1.5B + 0.5B
-    python -m benchmarks.forward_cost --options bf16,fp32 --repeats 5
+    python -m benchmarks.micro.forward_cost                       # every option, Qwen2.5-Coder 1.5B + 0.5B
+    python -m benchmarks.micro.forward_cost --options bf16,fp32 --repeats 5
 
 Each option runs in its own child process (`--child OPTION`), because kernel selection is
 fixed by environment variables read when torch loads and peak RSS is per process. Options:
@@ -177,7 +177,7 @@ def markdown(doc: dict[str, Any]) -> str:
             + " | draft ms/token | peak RSS GiB | best K at α=0.8 (predicted ×) |")
     lines = [f"Forward costs on {doc['cpu']} (flags {' '.join(doc['flags'])}), {doc['threads']} threads, "
              f"torch {doc['torch']}; target {doc['model']}, draft {doc['draft']}; "
-             f"`python -m benchmarks.forward_cost --repeats {doc['repeats']} --threads {doc['threads']}` ({doc['wall_s']:.0f} s).", "",
+             f"`python -m benchmarks.micro.forward_cost --repeats {doc['repeats']} --threads {doc['threads']}` ({doc['wall_s']:.0f} s).", "",
              head, "|" + "---|" * (head.count("|") - 1)]
     for row in doc["rows"]:
         if "error" in row:
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for option in args.options.split(","):
         env = {**os.environ, **OPTIONS[option]["env"]}
-        cmd = [sys.executable, "-m", "benchmarks.forward_cost", "--child", option, "--model", args.model,
+        cmd = [sys.executable, "-m", "benchmarks.micro.forward_cost", "--child", option, "--model", args.model,
                "--draft", args.draft, "--repeats", str(args.repeats), "--threads", str(args.threads), "--prefill", ",".join(map(str, args.prefill))]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)

@@ -1,7 +1,7 @@
 """One GPU script: vLLM (>= 0.34, or 0.32/0.33) on the Qwen2.5-Coder pair (1.5B target, 0.5B
 draft), three configurations, two grammar workloads, one fresh process per configuration.
 
-    python -m benchmarks.vllm_gpu --target DIR --draft DIR [--k 4] [--temperature 0 0.7]
+    python -m benchmarks.vllm.gpu --target DIR --draft DIR [--k 4] [--temperature 0 0.7]
         [--requests 32] [--max-tokens 160] [--out results.json] [--only NAME ...]
 
 Configurations:

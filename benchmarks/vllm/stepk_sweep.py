@@ -1,12 +1,12 @@
 """Per-step K on vs off at several requests in flight, inside ONE specgate-vllm engine,
-interleaved: the concurrency counterpart of `benchmarks.vllm_ab --compare step-k`.
+interleaved: the concurrency counterpart of `benchmarks.vllm.ab --compare step-k`.
 
-    python -m benchmarks.vllm_stepk_sweep [--levels 4,16] [--max-tokens 48] [--repeats 2] [-k 4] \
+    python -m benchmarks.vllm.stepk_sweep [--levels 4,16] [--max-tokens 48] [--repeats 2] [-k 4] \
         [--data-dir DIR] [--out benchmarks/results/vllm_stepk_sweep.json]
 
 One engine (max_num_seqs = the highest level). Per repeat and level the two arms run back to
 back in alternating order (ABBA across repeats and levels), each on the same bodies
-(`benchmarks.vllm_sweep.mixed_bodies`: JSON, tools, SQL round-robin, T=0), the arm switched in
+(`benchmarks.vllm.sweep.mixed_bodies`: JSON, tools, SQL round-robin, T=0), the arm switched in
 the worker by `collective_rpc("specgate_step_k", kwargs={"on": ...})` between runs (no request
 in flight then). Per run: tokens/s (completion tokens / wall), the worker's step seconds and
 steps (`plugin_times`), tokens per step, and the k applied per step (`applied`). Reports per
@@ -29,8 +29,8 @@ ARMS = {"step K on": True, "step K off": False}
 
 async def run(levels: list[int], *, max_tokens: int, repeats: int, k: int,
               data_dir: pathlib.Path | None) -> dict[str, Any]:
-    from benchmarks.vllm_configs import build_config_engine
-    from benchmarks.vllm_sweep import MIX, mixed_bodies, run_level
+    from benchmarks.vllm.configs import build_config_engine
+    from benchmarks.vllm.sweep import MIX, mixed_bodies, run_level
 
     engine = await asyncio.to_thread(build_config_engine, "specgate-vllm", k=k, max_num_seqs=max(levels))
     runs: list[dict[str, Any]] = []

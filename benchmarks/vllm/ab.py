@@ -1,7 +1,7 @@
 """Draft mask on vs off (or per-step K on vs off) inside ONE vLLM engine, interleaved,
 repeated: a fair A/B.
 
-    python -m benchmarks.vllm_ab [--repeats 3] [--max-tokens 48] [-k 4] [-T 0.0] \
+    python -m benchmarks.vllm.ab [--repeats 3] [--max-tokens 48] [-k 4] [-T 0.0] \
         [--compare mask|step-k] [--draft-mask on|off] [--prompts grammar|text] \
         [--out benchmarks/results/vllm_ab.json]
 
@@ -23,7 +23,7 @@ first token), summed over prompts, kept apart from TTFT (prefill + first step); 
 verify step = completion tokens / engine steps; proposed drafts (steps x K), verified drafts
 (what the scheduler sent to the rejection sampler after cutting grammar-invalid ones),
 accepted drafts, and acceptance = accepted / proposed. Reports mean, min and max across
-repeats. The worker's own timing (`benchmarks.vllm_configs.plugin_times`, reset before and
+repeats. The worker's own timing (`benchmarks.vllm.configs.plugin_times`, reset before and
 read after every request, so it is per arm): the plugin's host time per step by phase and
 its share of the runner's step time, and the runner's step cost (target forward; rejection
 sampling + draft loop) by scheduled tokens per step, split by draft path; then the torch
@@ -42,7 +42,7 @@ import statistics
 from typing import Any
 
 from benchmarks.common import write_json
-from benchmarks.vllm_compare import SCHEMAS
+from benchmarks.vllm.compare import SCHEMAS
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city",
@@ -82,7 +82,7 @@ async def _step_k(engine: Any, **kwargs: Any) -> dict[str, Any]:
 
 async def _one(engine: Any, body: dict[str, Any], *, rid: str, mask: bool, max_tokens: int,
                temperature: float, k: int, step_k: bool | None = None) -> dict[str, Any]:
-    from benchmarks.vllm_configs import one_request, plugin_times
+    from benchmarks.vllm.configs import one_request, plugin_times
 
     if step_k is not None:
         await _step_k(engine, on=step_k, reset=True)
@@ -127,10 +127,10 @@ def _share(results: list[dict[str, Any]]) -> float:
 
 async def run(repeats: int, max_tokens: int, k: int, temperature: float, compare: str = "mask",
               draft_mask: bool = True, prompts: str = "grammar") -> dict[str, Any]:
-    from benchmarks.vllm_configs import build_config_engine
+    from benchmarks.vllm.configs import build_config_engine
 
     engine = await asyncio.to_thread(build_config_engine, "specgate-vllm", k=k)
-    from benchmarks.vllm_configs import add_times
+    from benchmarks.vllm.configs import add_times
 
     arms = ARMS if compare == "mask" else STEP_K_ARMS
     per: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
@@ -223,7 +223,7 @@ def cost_model_view(result: dict[str, Any]) -> str:
     """The torch engine's cost model on this run's vLLM step costs (both arms' steps pooled,
     `engine.vllm.step_costs`): per arm, the i.i.d. acceptance that its tokens per verify step
     imply, the expected speedup over plain steps for each K, and the K the model would pick."""
-    from benchmarks.vllm_configs import add_times
+    from benchmarks.vllm.configs import add_times
     from engine.vllm.step_costs import alpha_from_tokens_per_step, forward_costs_from_times
 
     k = int(result["k"])

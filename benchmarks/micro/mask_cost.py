@@ -1,6 +1,6 @@
 """Mask cost on the Qwen2.5 tokenizer; writes benchmarks/results/mask_cost.md.
 
-    python -m benchmarks.mask_cost [--quick] [--backend auto|xgrammar|llguidance|outlines ...]
+    python -m benchmarks.micro.mask_cost [--quick] [--backend auto|xgrammar|llguidance|outlines ...]
         [--family json_schema|regex|sql|tools ...] [--clock wall|thread] [--warm] [--evict-mb N]
 
 With several `--backend`s the families are measured for each, interleaved family by family
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Mask cost",
         "",
         f"Backends {', '.join(backends)}, Qwen2.5 tokenizer (151,936-wide rows), CPU, one "
-        "thread per matcher; `python -m benchmarks.mask_cost"
+        "thread per matcher; `python -m benchmarks.micro.mask_cost"
         f"{' --quick' if args.quick else ''}{''.join(' --backend ' + b for b in backends)}"
         f"{''.join(' --family ' + f for f in args.family or [])}"
         f"{' --clock thread' if args.clock == 'thread' else ''}{' --warm' if args.warm else ''}"

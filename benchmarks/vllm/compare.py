@@ -2,7 +2,7 @@
 specgate plugin; the mask is switched per request), at T=0 and T=0.7; optionally the
 vllm-native / vllm-native-fixed baselines (one more engine each).
 
-    flock /tmp/specgate-heavy.lock .venv/bin/python -m benchmarks.vllm_compare \
+    flock /tmp/specgate-heavy.lock .venv/bin/python -m benchmarks.vllm.compare \
         [--prompts 6] [--max-tokens 64] [-k 4] [--baselines] [--out benchmarks/results/vllm_compare.json]
 
 Columns: acceptance = accepted / drafts vLLM verified (the scheduler cuts unmasked drafts at
@@ -91,7 +91,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 async def _specgate_rows(n: int, max_tokens: int, k: int) -> list[dict[str, Any]]:
-    from benchmarks.vllm_configs import build_config_engine, run_requests
+    from benchmarks.vllm.configs import build_config_engine, run_requests
 
     constrained, free = prompts(n)
     engine = await asyncio.to_thread(build_config_engine, "specgate-vllm", k=k)
@@ -122,7 +122,7 @@ def main() -> None:
 
     rows = asyncio.run(_specgate_rows(args.prompts, args.max_tokens, args.k))
     if args.baselines:
-        from benchmarks.vllm_configs import run_vllm_config
+        from benchmarks.vllm.configs import run_vllm_config
 
         constrained, _ = prompts(args.prompts)
         for config in ("vllm-native", "vllm-native-fixed"):

@@ -1,10 +1,10 @@
 """First fills of schema-aware SQL masks, another checkout's `grammars` against this one's, in one process.
 
-    python -m benchmarks.sql_first_fill --old PATH [--cases 40] [--repeat 3] [--output FILE]
+    python -m benchmarks.micro.sql_first_fill --old PATH [--cases 40] [--repeat 3] [--output FILE]
 
 The scope layer (grammars.sql.mask.matcher) makes one verdict table per scope signature; a
 signature's first fill builds it, and that is most of what a first fill costs (the
-`each position filled first` row of benchmarks.mask_cost). That row is one walk per run, and
+`each position filled first` row of benchmarks.micro.mask_cost). That row is one walk per run, and
 on a shared 2-core VM two runs of one tree differ by more than a change worth making. Here
 both trees are loaded in one process (PATH's `grammars` package copied under the name
 `grammars_old`, its imports renamed), and at every position of the Spider gold queries each
@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from benchmarks.common import RESULTS_DIR, SHARED, percentile, write_report
-from benchmarks.mask_cost import sql_cases
+from benchmarks.micro.mask_cost import sql_cases
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     result = first_fills({"old": load_old(args.old), "new": grammars}, cases=args.cases, repeat=args.repeat)
     times = result["times"]
     lines = [f"# Schema-aware SQL first fills, {args.old} (old) against this tree (new)", "",
-             f"`python -m benchmarks.sql_first_fill --old {args.old} --cases {args.cases} "
+             f"`python -m benchmarks.micro.sql_first_fill --old {args.old} --cases {args.cases} "
              f"--repeat {args.repeat}`: backend auto, Qwen2.5 tokenizer, {len(times['new'])} positions "
              f"of Spider gold queries; per position {args.repeat} first fills (scope tables cleared), "
              "the first attempt's time and the minimum, thread CPU time, µs, trees alternating. "

@@ -1,8 +1,8 @@
 """Where a vLLM worker's per-request grammar compile time goes (the draft masker's path), offline.
 
-    python -m benchmarks.vllm_grammar_compile
+    python -m benchmarks.vllm.grammar_compile
 
-For each grammar `benchmarks.vllm_ab` sends (two JSON schemas, two tool sets, as the EBNF
+For each grammar `benchmarks.vllm.ab` sends (two JSON schemas, two tool sets, as the EBNF
 specgate gives vLLM), with the Qwen2.5 tokenizer and the text-only TokenizerInfo the plugin
 installs: a fresh xgrammar compile (cache miss), the same compile again (xgrammar's cache hit),
 and one GrammarMatcher as vLLM's XgrammarBackend builds it. Then one compile on a thread
@@ -21,7 +21,7 @@ def main() -> None:
     import xgrammar as xgr
     from transformers import AutoTokenizer
 
-    from benchmarks.vllm_ab import BODIES
+    from benchmarks.vllm.ab import BODIES
     from engine.vllm.params import grammar_source
     from grammars import GrammarCompiler, spec_from_request
     from grammars.backends.xgrammar.backend import text_tokenizer_info

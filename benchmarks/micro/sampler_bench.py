@@ -1,6 +1,6 @@
 """Micro-benchmark: vectorized ``rejection_sample`` vs the Python reference on CPU.
 
-Run: ``python -m benchmarks.sampler_bench [--vocab 151936] [--threads N] [--with-probs]``. Prints a table
+Run: ``python -m benchmarks.micro.sampler_bench [--vocab 151936] [--threads N] [--with-probs]``. Prints a table
 (B, K, ms per call for each implementation, ratio, mean accepted), and with ``--with-probs``
 the cost of ``probs_from_logits`` for the same ``B*(K+1)`` rows with top-p on (the transform
 every verification step pays; a full sort of each row, so slow).
