@@ -5,8 +5,8 @@ torch: resolve `kernels="auto"` (`engine.torch_engine.kernels.choose_kernels`: l
 transformers) and, for transformers, `dtype="auto"` (`engine.pacing.hardware.choose_dtype`); load
 target (and draft) model + tokenizer, measure (or load cached) forward costs when the engine speculates
 (`engine.pacing.cost_model.load_or_measure`; exposed as `engine.forward_costs`, used by adaptive K),
-build the grammar compiler once (vocab_size = the model's logits width, stop ids by the one
-rule in `grammars.stop_tokens`), wrap a `SpecDecoder` in a `TorchEngine` with human-readable
+build the grammar compiler once (`engine.grammar_compiler`: vocab_size = the model's logits
+width, stop ids by the one rule in `grammars.stop_tokens`), wrap a `SpecDecoder` in a `TorchEngine` with human-readable
 `startup_notes` for the gateway to log. vllm: `engine.vllm.engine.build_vllm_engine`.
 Blocking (model loading); `EngineUnavailableError` when the backend is not in this build.
 """
@@ -18,6 +18,7 @@ from typing import Any
 
 from engine import loader
 from engine.config import EngineConfig
+from engine.grammar_compiler import grammar_compiler_for
 from engine.protocol import Engine
 
 
@@ -50,7 +51,6 @@ def build_torch_engine(config: EngineConfig) -> Engine:
     from engine.torch_engine.decoder import SpecDecoder
     from engine.torch_engine.engine import TorchEngine
     from engine.torch_engine.kernels import choose_draft_kernels, choose_kernels
-    from grammars import GrammarCompiler
 
     kernels, kernels_reason = choose_kernels(config.kernels, device=config.device, models=[config.model])
     torch_dtype, torch_dtype_reason = choose_dtype(config.dtype, device=config.device)
@@ -84,19 +84,11 @@ def build_torch_engine(config: EngineConfig) -> Engine:
             refresh=config.remeasure_costs,
         )
     decoder = SpecDecoder(target_model=target, draft_model=draft, tokenizer=tokenizer, config=config, costs=costs)
-    compiler = GrammarCompiler(
-        tokenizer,
-        backend=config.grammar_backend,
-        property_order=config.json_property_order,  # type: ignore[arg-type]
-        json_whitespace=config.json_whitespace,  # type: ignore[arg-type]
-        vocab_size=decoder.logits_width,
-        stop_token_ids=sorted(decoder.stop_token_ids),
-    )
-    engine = TorchEngine(decoder=decoder, model_name=loader.model_name(config.model), grammar_compiler=compiler)
-    engine.dtype = dtype
-    engine.kernels = kernels
-    engine.startup_notes = [*notes, *(costs.describe() if costs is not None else [])]
-    if costs is not None and config.uses_adaptive_k:
-        engine.startup_notes.append(
-            f"adaptive K on: K <= {config.k} per step from these costs and each request's acceptance")
-    return engine
+    compiler = grammar_compiler_for(config, tokenizer, vocab_size=decoder.logits_width,
+                                    stop_token_ids=sorted(decoder.stop_token_ids))
+    if costs is not None:
+        notes.extend(costs.describe())
+        if config.uses_adaptive_k:
+            notes.append(f"adaptive K on: K <= {config.k} per step from these costs and each request's acceptance")
+    return TorchEngine(decoder=decoder, model_name=loader.model_name(config.model), grammar_compiler=compiler,
+                       kernels=kernels, dtype=dtype, startup_notes=notes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Backend = Literal["torch", "vllm"]
 DrafterName = Literal["model", "ngram", "forced", "none"]
@@ -19,11 +19,15 @@ PluginMode = Literal["full", "kernel-fix", "off"]
 DraftSample = Literal["probabilistic", "greedy"]
 GrammarBackend = Literal["auto", "xgrammar", "llguidance", "outlines"]
 Kernels = Literal["auto", "torch", "llama-cpp"]
+JsonPropertyOrder = Literal["schema", "any"]  # grammars.backends.llguidance.object_rules
+JsonWhitespace = Literal["conventional", "flexible"]  # grammars.json.layout
 
 K_MAX = 16
 
 
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+def _check_choice(name: str, value: object, choice_type: Any) -> None:
+    """`value` must be one of the `Literal` type's values (the choices are spelled once, there)."""
+    choices = get_args(choice_type)
     if value not in choices:
         raise ValueError(f"{name} must be one of {'|'.join(choices)}, got {value!r}")
 
@@ -58,8 +62,8 @@ class VllmOptions:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.kv_cache_gib is not None and self.kv_cache_gib <= 0:
             raise ValueError(f"kv_cache_gib must be > 0, got {self.kv_cache_gib}")
-        _check_choice("plugin_mode", self.plugin_mode, ("full", "kernel-fix", "off"))
-        _check_choice("draft_sample", self.draft_sample, ("probabilistic", "greedy"))
+        _check_choice("plugin_mode", self.plugin_mode, PluginMode)
+        _check_choice("draft_sample", self.draft_sample, DraftSample)
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,9 @@ class EngineConfig:
     llama-cpp wherever it can run the draft, `engine.torch_engine.kernels.choose_draft_kernels`); a draft on
     other kernels than the target keeps the output law exact (q may be any distribution), it
     only changes acceptance and cost.
+    `grammar_compile_timeout_s`: a grammar compile's time limit; `grammar_disk_cache_mb`:
+    compiled grammars kept on disk across restarts under `<models root>/.grammars` (0 = off;
+    `engine.grammar_compiler`).
     `prefix_cache_mib`: bound of the automatic prefix cache (`engine.torch_engine.prefix_cache`: the
     keys/values of recent prompts of the target and the draft, reused by later requests that
     start with the same tokens; LRU beyond the bound); 0 = off. Torch backend only (vLLM has
@@ -113,8 +120,10 @@ class EngineConfig:
     max_spec_concurrency: int = 4
     max_queue: int = 64
     grammar_backend: GrammarBackend = "auto"  # JSON schema: llguidance, else xgrammar (grammars.backends)
-    json_property_order: str = "schema"  # or "any" (grammars.backends.llguidance.object_rules; torch engine)
-    json_whitespace: str = "conventional"  # or "flexible" (grammars.json.layout)
+    json_property_order: JsonPropertyOrder = "schema"  # or "any" (grammars.backends.llguidance.object_rules; torch engine)
+    json_whitespace: JsonWhitespace = "conventional"  # or "flexible" (grammars.json.layout)
+    grammar_compile_timeout_s: float = 60.0
+    grammar_disk_cache_mb: int = 0
     ngram_max: int = 3
     ngram_min: int = 1
     num_threads: int | None = None
@@ -124,20 +133,22 @@ class EngineConfig:
     vllm: VllmOptions = field(default_factory=VllmOptions)
 
     def __post_init__(self) -> None:
-        _check_choice("backend", self.backend, ("torch", "vllm"))
-        _check_choice("drafter", self.drafter, ("model", "ngram", "forced", "none"))
-        _check_choice("unmasked_mode", self.unmasked_mode, ("argmax", "sample"))
-        _check_choice("kernels", self.kernels, ("auto", "torch", "llama-cpp"))
-        _check_choice("draft_kernels", self.draft_kernels, ("auto", "torch", "llama-cpp"))
+        _check_choice("backend", self.backend, Backend)
+        _check_choice("drafter", self.drafter, DrafterName)
+        _check_choice("unmasked_mode", self.unmasked_mode, UnmaskedMode)
+        _check_choice("kernels", self.kernels, Kernels)
+        _check_choice("draft_kernels", self.draft_kernels, Kernels)
         if "llama-cpp" in (self.kernels, self.draft_kernels) and (
                 self.backend != "torch" or not self.device.startswith("cpu")):
             raise ValueError("kernels 'llama-cpp' runs on the torch engine's CPU device only")
-        _check_choice("grammar_backend", self.grammar_backend, ("auto", "xgrammar", "llguidance", "outlines"))
-        _check_choice("json_property_order", self.json_property_order, ("schema", "any"))
-        _check_choice("json_whitespace", self.json_whitespace, ("conventional", "flexible"))
+        _check_choice("grammar_backend", self.grammar_backend, GrammarBackend)
+        _check_choice("json_property_order", self.json_property_order, JsonPropertyOrder)
+        _check_choice("json_whitespace", self.json_whitespace, JsonWhitespace)
         if self.json_property_order == "any" and self.backend == "vllm":
             raise ValueError("json_property_order 'any' needs the torch engine: the vLLM engine's "
                              "xgrammar grammars write listed properties in schema order")
+        if self.grammar_compile_timeout_s <= 0 or self.grammar_disk_cache_mb < 0:
+            raise ValueError("grammar_compile_timeout_s must be > 0 and grammar_disk_cache_mb >= 0")
         if not 0 <= self.k <= K_MAX:
             raise ValueError(f"k must be in 0..{K_MAX}, got {self.k}")
         if self.drafter == "model" and not self.draft_model:

@@ -6,6 +6,11 @@ checks them against it (`engine.build` returns `Engine`), and so does a test at 
 Contract:
 - `model_name`, `tokenizer`, `grammar_compiler` (compiles `GrammarSpec`s into grammars this
   engine can enforce), `max_model_len` (prompt + output tokens) are fixed after building.
+- Facts for the gateway to show, fixed after building: `kernels` (what runs the models:
+  "torch", "llama-cpp" or "vllm"), `dtype` (their weights: a torch dtype name, or "gguf"),
+  `startup_notes` (lines to log at start: why these kernels and dtype, the measured costs),
+  `forward_costs` (`engine.pacing.cost_model.ForwardCosts`, None where the engine measured
+  none) and `prefix_cache_stats()` (None without an engine-side prefix cache).
 - `start()` before the first request, `shutdown()` once at the end (frees workers, processes).
 - `generate(request)` streams `TokenDelta`s; the last one carries `finish_reason` and
   `RequestStats`. Errors: `PromptTooLongError` / `ValueError` (bad prompt) before anything
@@ -26,7 +31,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from engine.config import EngineConfig
+    from engine.pacing.cost_model import ForwardCosts
     from engine.stats import EngineStatsSnapshot
+    from engine.torch_engine.prefix_cache import PrefixCacheStats
     from engine.types import GenerationRequest, TokenDelta
     from grammars import GrammarCompiler
 
@@ -38,6 +45,10 @@ class Engine(Protocol):
     tokenizer: Any
     grammar_compiler: GrammarCompiler
     max_model_len: int
+    kernels: str
+    dtype: str
+    startup_notes: list[str]
+    forward_costs: ForwardCosts | None
 
     async def start(self) -> None: ...
 
@@ -62,3 +73,5 @@ class Engine(Protocol):
     def live_request_ids(self) -> set[str]: ...
 
     def stats_snapshot(self) -> EngineStatsSnapshot: ...
+
+    def prefix_cache_stats(self) -> PrefixCacheStats | None: ...

@@ -7,7 +7,7 @@ starts the periodic speculation log line, freezes the startup heap (gateway.gc_h
 requests then fail with a 503 `engine_unavailable`; uvicorn first gives them
 `shutdown_timeout_s` to finish, see `cli.serve`). A backend this build cannot run
 (`--engine vllm` without vLLM) raises `engine.EngineUnavailableError` here, before anything
-loads. The grammar compiler's time limit is set from `grammar_compile_timeout_s`.
+loads.
 Middleware, outermost first: request body size limit (413), per-endpoint request counting,
 strict JSON bodies (`gateway.json_guard`: 400 for invalid UTF-8, duplicate keys, lone
 surrogates...), and CORS only when `cors_allow_origins` is set. All pure ASGI except CORS,
@@ -50,19 +50,11 @@ def create_app(settings: GatewaySettings, *, engine: Engine | None = None) -> Fa
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         eng = engine if engine is not None else await asyncio.to_thread(build_engine, config)
         await eng.start()
-        compiler = eng.grammar_compiler
-        if hasattr(compiler, "compile_timeout_s"):
-            compiler.compile_timeout_s = settings.grammar_compile_timeout_s
-        if settings.grammar_disk_cache_mb and hasattr(compiler, "enable_disk_cache"):
-            from engine.models.cache import models_root
-
-            compiler.enable_disk_cache(models_root(config.cache_dir) / ".grammars",
-                                       max_bytes=settings.grammar_disk_cache_mb << 20)
         state.bind(eng)
         state.metrics.watch_engine(eng)
         stats_logger = SpecStatsLogger(state.metrics, interval_s=settings.stats_log_interval_s, k=settings.k)
         stats_logger.start()
-        for note in getattr(eng, "startup_notes", ()):
+        for note in eng.startup_notes:
             logger.info("%s", note)
         state.metrics.record_engine(eng)
         frozen = state.heap.freeze("startup")

@@ -5,9 +5,8 @@ grammar step (compile time, cache hit/miss). `specgate_grammar_mask_fill_seconds
 backend, rows}` is a histogram of every mask row filled (`rows`: "draft", the drafter's, or
 "target", the verify rows) for the finished requests whose engine timed them (the torch
 engine; grammars.fill_times, bounds at 500 µs and 1 ms): a grammar's mask cost on the CPU
-actually serving, not a benchmark's; `specgate_grammar_mask_rows_reused_total` (same labels)
-counts the rows a matcher copied from one filled before at the same history (grammars.row_memo:
-the verify rows at the drafter's positions), which are not in that histogram. `specgate_gc_pause_seconds{generation}` times the
+actually serving, not a benchmark's. The drafter writes the verify rows at its positions, so
+the "target" rows are only those after the last draft. `specgate_gc_pause_seconds{generation}` times the
 garbage collector's pauses (gateway.gc_heap). The torch engine's prefix cache
 (`engine.prefix_cache_stats()`) is read at every scrape (`specgate_prefix_cache_*`, per model). `SpecStatsLogger` logs, every N seconds, the
 figures operators watch over the last interval: draft acceptance rate, accepted tokens per
@@ -21,7 +20,7 @@ import asyncio
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -29,6 +28,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from gateway.gc_heap import GcPauses
 from gateway.histograms import histogram_family
 from grammars import FILL_BUCKETS_S, FillTimes
+
+if TYPE_CHECKING:
+    from engine import Engine
 
 logger = logging.getLogger("specgate.gateway.stats")
 
@@ -117,15 +119,15 @@ class GatewayMetrics:
         r.register(self.gc_pauses)
         self._totals = _Totals()
 
-    def watch_engine(self, engine: Any) -> None:
+    def watch_engine(self, engine: Engine) -> None:
         """Read the engine's live request count, health and prefix cache at every scrape."""
         self.engine_live.set_function(lambda: float(len(engine.live_request_ids())))
         self.engine_up.set_function(lambda: 0.0 if engine.dead_reason is not None else 1.0)
         self._prefix_cache.engine = engine
 
-    def record_engine(self, engine: object) -> None:
+    def record_engine(self, engine: Engine) -> None:
         """Export the engine's measured forward costs (`engine.forward_costs`), if it has any."""
-        costs = getattr(engine, "forward_costs", None)
+        costs = engine.forward_costs
         if costs is None:
             return
         for n, seconds in enumerate(costs.target_s, start=1):
@@ -155,8 +157,8 @@ class GatewayMetrics:
 
     def record_mask_fills(self, *, grammar: str, backend: str, rows: str, fills: FillTimes) -> None:
         """Add one finished request's mask fill times (`rows`: "draft" or "target") to its
-        grammar family's histogram, and its reused rows to their counter."""
-        if fills.count or fills.reused:
+        grammar family's histogram."""
+        if fills.count:
             self._mask_fills.add((grammar, backend, rows), fills)
 
     def totals(self) -> _Totals:
@@ -172,14 +174,13 @@ class _PrefixCacheCollector:
     absent: the engine has no prefix cache, nothing is exported)."""
 
     def __init__(self) -> None:
-        self.engine: Any = None
+        self.engine: Engine | None = None
 
     def describe(self) -> list[Any]:
         return []
 
     def collect(self) -> Any:
-        read = getattr(self.engine, "prefix_cache_stats", None)
-        stats = read() if read is not None else None
+        stats = self.engine.prefix_cache_stats() if self.engine is not None else None
         if stats is None:
             return
         counters = {
@@ -204,8 +205,7 @@ class _PrefixCacheCollector:
 
 class _MaskFillCollector:
     """`specgate_grammar_mask_fill_seconds{grammar, backend, rows}`: the merged fill times of
-    the finished requests (a histogram with FILL_BUCKETS_S as its `le` bounds), and
-    `specgate_grammar_mask_rows_reused_total` with the same labels."""
+    the finished requests (a histogram with FILL_BUCKETS_S as its `le` bounds)."""
 
     def __init__(self) -> None:
         self._by_label: dict[tuple[str, str, str], FillTimes] = {}
@@ -221,18 +221,10 @@ class _MaskFillCollector:
     def collect(self) -> Any:
         with self._lock:
             rows = sorted((label, list(fills.counts), fills.sum_s) for label, fills in self._by_label.items())
-            reused = sorted((label, fills.reused) for label, fills in self._by_label.items())
         yield histogram_family(
             "specgate_grammar_mask_fill_seconds",
             "Grammar mask fill time per row, by grammar family, backend and rows (draft / target)",
             ["grammar", "backend", "rows"], FILL_BUCKETS_S, rows)
-        family = CounterMetricFamily(
-            "specgate_grammar_mask_rows_reused",
-            "Grammar mask rows copied from a row filled before at the same history (no fill)",
-            labels=["grammar", "backend", "rows"])
-        for label, count in reused:
-            family.add_metric(list(label), count)
-        yield family
 
 
 def spec_summary(before: _Totals, after: _Totals, *, k: int) -> str | None:

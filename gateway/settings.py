@@ -16,6 +16,16 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine import EngineConfig, VllmOptions
+from engine.config import (
+    Backend,
+    DrafterName,
+    DraftSample,
+    GrammarBackend,
+    JsonPropertyOrder,
+    JsonWhitespace,
+    Kernels,
+    PluginMode,
+)
 
 # Settings that describe the engine (also the flags `specgate generate` takes).
 ENGINE_FIELDS = (
@@ -34,8 +44,8 @@ class GatewaySettings(BaseSettings):
     # Engine (checked by engine.EngineConfig)
     model: str = Field("qwen2.5-coder-1.5b", description="target model: a registered name or a local HF model directory")
     draft_model: str | None = Field("qwen2.5-coder-0.5b", description="draft model (used by --drafter model)")
-    engine: Literal["torch", "vllm"] = Field("torch", description="engine backend")
-    drafter: Literal["model", "ngram", "forced", "none"] = Field(
+    engine: Backend = Field("torch", description="engine backend")
+    drafter: DrafterName = Field(
         "model", description="draft source: draft model, prompt lookup, grammar-forced tokens only, or no speculation")
     k: int = Field(4, description="draft tokens per step, 0..16 (with adaptive K: the largest K)")
     adaptive_k: bool | None = Field(
@@ -43,21 +53,21 @@ class GatewaySettings(BaseSettings):
     remeasure_costs: bool = Field(False, description="re-measure the cached forward costs at start")
     draft_mask: bool = Field(True, description="apply the grammar mask to the draft too")
     dtype: str = Field("auto", description="model dtype: auto (bfloat16 where the CPU has native bf16, else float32), bfloat16, float32, float16")
-    kernels: Literal["auto", "torch", "llama-cpp"] = Field(
+    kernels: Kernels = Field(
         "auto", description="CPU kernels of the torch engine: llama-cpp (the models' Q4_K_M GGUF weights on "
         "llama.cpp's kernels), torch (transformers in --dtype), auto (llama-cpp where the CPU has no native bf16)")
-    draft_kernels: Literal["auto", "torch", "llama-cpp"] = Field(
+    draft_kernels: Kernels = Field(
         "auto", description="CPU kernels of the draft model (auto: llama-cpp wherever it can run the draft: "
         "one-token draft forwards are fastest there); the output law does not depend on the draft's kernels")
     device: str = Field("cpu", description="torch device")
     max_model_len: int = Field(4096, description="prompt + output tokens per request")
-    grammar_backend: Literal["auto", "xgrammar", "llguidance", "outlines"] = Field(
+    grammar_backend: GrammarBackend = Field(
         "auto", description="grammar backend: auto (JSON schema: llguidance, else xgrammar), xgrammar, llguidance, outlines")
-    json_property_order: Literal["schema", "any"] = Field(
+    json_property_order: JsonPropertyOrder = Field(
         "schema", description="listed JSON properties in schema order (OpenAI's and vLLM's "
         "order), or in any order (JSON Schema's; torch engine); additional properties may come "
         "anywhere either way (grammars.backends.llguidance.object_rules)")
-    json_whitespace: Literal["conventional", "flexible"] = Field(
+    json_whitespace: JsonWhitespace = Field(
         "conventional", description="where constrained JSON may put whitespace: conventional (after "
         "{ [ , : and before } ], never before , or :; compact and indented JSON both fit) or flexible "
         "(between any two tokens); runs bounded either way (grammars.json.layout, docs/json-schema.md)")
@@ -73,9 +83,9 @@ class GatewaySettings(BaseSettings):
     vllm_gpu_memory_utilization: float | None = Field(None, description="vLLM: GPU memory fraction")
     vllm_kv_cache_gib: float | None = Field(None, description="vLLM: KV cache GiB (CPU default 1)")
     vllm_enforce_eager: bool = Field(True, description="vLLM: no torch.compile / CUDA graphs")
-    vllm_plugin_mode: Literal["full", "kernel-fix", "off"] = Field(
+    vllm_plugin_mode: PluginMode = Field(
         "full", description="vLLM: what the specgate plugin patches (full = draft mask + CPU kernel fix)")
-    vllm_draft_sample: Literal["probabilistic", "greedy"] = Field(
+    vllm_draft_sample: DraftSample = Field(
         "probabilistic", description="vLLM: how drafts are sampled")
     vllm_step_k: bool = Field(
         False, description="vLLM: choose each step's draft length (<= k) for the batch from the measured step "
@@ -156,6 +166,8 @@ class GatewaySettings(BaseSettings):
             grammar_backend=self.grammar_backend,
             json_property_order=self.json_property_order,
             json_whitespace=self.json_whitespace,
+            grammar_compile_timeout_s=self.grammar_compile_timeout_s,
+            grammar_disk_cache_mb=self.grammar_disk_cache_mb,
             prefix_cache_mib=self.prefix_cache_mib,
             vllm=VllmOptions(
                 tensor_parallel_size=self.vllm_tensor_parallel_size,

@@ -28,6 +28,11 @@ Contract:
   "conventional" (default: never before `,` / `:`) or "flexible" (between any two tokens).
 - `vocab_size` is the model's logits width (151,936 for Qwen2.5); mask rows have
   ceil(vocab_size/32) int32 words and ids the tokenizer lacks are never allowed.
+- Schema-aware SQL (a `sql` spec with a `schema`) gets the identifier-scope layer here, on
+  top of whichever backend compiled the grammar (grammars.sql.mask.matcher): the schema's
+  scope view is made at compile time (`CompiledGrammar.scope`, shared by its matchers) and
+  the layer's vocabulary view once per backend (over the backend's `decoded_vocab`), off
+  the first request's first mask.
 
 Knows nothing of sampling, engines or HTTP.
 """
@@ -54,6 +59,9 @@ from grammars.errors import GrammarError
 from grammars.json.layout import DEFAULT_JSON_WHITESPACE, JsonWhitespace, check_json_whitespace
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
+from grammars.sql.mask.matcher import prepare_vocab, scoped_sql_matcher, sql_scope_schema
+from grammars.sql.mask.vocab import SqlVocab
+from grammars.sql.scope import SqlSchema
 from grammars.stop_tokens import stop_token_ids as stop_token_ids_for
 from grammars.vocabulary import TokenizerVocabulary
 
@@ -78,6 +86,7 @@ class CompiledGrammar:
     _handle: Any = field(repr=False)
     _compiler: GrammarCompiler = field(repr=False)
     from_disk: bool = False  # loaded from the DiskGrammarCache, not compiled
+    scope: SqlSchema | None = field(default=None, repr=False)  # schema-aware SQL: the scope layer's schema
 
     @functools.cached_property
     def family(self) -> str:
@@ -100,8 +109,11 @@ class CompiledGrammar:
         return self.family
 
     def matcher(self) -> Matcher:
-        backend = self._compiler._get_backend(self.backend)
-        return backend.matcher(self._handle, encode=self._compiler.encode)  # type: ignore[no-any-return]
+        compiler = self._compiler
+        matcher: Matcher = compiler._get_backend(self.backend).matcher(self._handle, encode=compiler.encode)
+        if self.scope is None:
+            return matcher
+        return scoped_sql_matcher(matcher, schema=self.scope, vocab=compiler._sql_vocab(self.backend))
 
 
 # bumped whenever specgate's own translation of a spec into a backend grammar changes, so a
@@ -185,6 +197,7 @@ class GrammarCompiler:
             "json_whitespace": self.json_whitespace,
         }
         self._backends: dict[str, Any] = {}
+        self._sql_vocabs: dict[str, SqlVocab] = {}  # per backend, on the first schema-aware SQL grammar
         self._backend_lock = threading.Lock()
         for name in ("xgrammar", "llguidance") if backend == "auto" else (backend,):
             self._get_backend(name)  # tokenizer tables once, up front (≈1 s each on Qwen)
@@ -206,6 +219,26 @@ class GrammarCompiler:
                 backend = make_backend(name, self.tokenizer, **self._backend_options)
                 self._backends[name] = backend
             return backend
+
+    def _sql_vocab(self, name: str) -> SqlVocab:
+        """The scope layer's view of backend `name`'s vocabulary (built once, ~0.5 s on Qwen)."""
+        backend = self._get_backend(name)
+        with self._backend_lock:
+            vocab = self._sql_vocabs.get(name)
+            if vocab is None:
+                decoded = getattr(backend, "decoded_vocab", None)
+                if decoded is None:
+                    raise GrammarError(f"schema-aware SQL needs a backend with a decoded vocabulary, not {name}")
+                vocab = self._sql_vocabs[name] = SqlVocab(decoded, vocab_size=self.vocab_size)
+        return vocab
+
+    def _scope_for(self, name: str, spec: GrammarSpec) -> SqlSchema | None:
+        """Schema-aware SQL: the scope layer's schema, its vocabulary view prepared now."""
+        schema = spec.source_json.get("schema") if spec.kind == "sql" else None
+        if schema is None:
+            return None
+        prepare_vocab(self._sql_vocab(name))
+        return sql_scope_schema(schema["tables"])
 
     def enable_disk_cache(self, directory: str | os.PathLike[str], *, max_bytes: int) -> None:
         """Persist compiled grammars under `directory` (at most `max_bytes` of files)."""
@@ -311,14 +344,15 @@ class GrammarCompiler:
             if loaded is not None:
                 handle, size = loaded
                 return CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self,
-                                       from_disk=True)
+                                       from_disk=True, scope=self._scope_for(name, spec))
             try:
                 handle, size = self._run(self._get_backend(name).compile, spec, remaining)
             except GrammarError as exc:
                 first_error = first_error or exc
                 continue
             self._to_disk(name, spec, handle)
-            return CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self)
+            return CompiledGrammar(spec, name, size, time.perf_counter() - start, handle, self,
+                                   scope=self._scope_for(name, spec))
         assert first_error is not None
         raise first_error
 

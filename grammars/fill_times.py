@@ -4,11 +4,9 @@ Contract:
 - `observe_ns(ns)` counts one fill of `ns` nanoseconds in the first bucket whose upper bound
   (`FILL_BUCKETS_S`, seconds, inclusive, as Prometheus `le`) holds it, else in the overflow
   bucket; `sum_s` and `count` accumulate alongside.
-- `reused` counts the rows served from the matcher's row memo (grammars.row_memo): a copy of
-  a row filled before at the same history, no backend fill, not in the buckets.
 - `merge(other)` adds another's counts (same buckets by construction).
-- The bounds include 500 µs and 1 ms, the mask budgets of issue #16 (JSON fill p99 <= 500 µs,
-  schema-aware SQL p99 <= 1 ms), so the share of fills over a budget is one bucket away.
+- The bounds include 500 µs and 1 ms, the mask budgets (JSON fill p99 <= 500 µs, schema-aware
+  SQL p99 <= 1 ms: docs/sql.md), so the share of fills over a budget is one bucket away.
 
 Pure counters: no clock of its own, no locks (one matcher is driven by one thread; the
 gateway merges finished requests' counts). Knows nothing of metrics exporters or engines.
@@ -26,12 +24,11 @@ _BOUNDS_NS = tuple(round(bound * 1e9) for bound in FILL_BUCKETS_S)
 class FillTimes:
     """Fill-time counts per bucket of FILL_BUCKETS_S (plus overflow), their sum and count."""
 
-    __slots__ = ("counts", "sum_s", "reused")
+    __slots__ = ("counts", "sum_s")
 
     def __init__(self) -> None:
         self.counts = [0] * (len(FILL_BUCKETS_S) + 1)
         self.sum_s = 0.0
-        self.reused = 0
 
     @property
     def count(self) -> int:
@@ -45,13 +42,12 @@ class FillTimes:
         for index, count in enumerate(other.counts):
             self.counts[index] += count
         self.sum_s += other.sum_s
-        self.reused += other.reused
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready: the bucket bounds (s), the counts per bucket (one more: overflow),
-        their sum (s) and count; the rows reused."""
+        their sum (s) and count."""
         return {"buckets_s": list(FILL_BUCKETS_S), "counts": list(self.counts),
-                "sum_s": self.sum_s, "count": self.count, "reused": self.reused}
+                "sum_s": self.sum_s, "count": self.count}
 
     def __repr__(self) -> str:
-        return f"FillTimes(count={self.count}, sum_s={self.sum_s:.6f}, reused={self.reused})"
+        return f"FillTimes(count={self.count}, sum_s={self.sum_s:.6f})"

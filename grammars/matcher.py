@@ -13,20 +13,18 @@ Contract (every backend):
 - `fill_mask(bitmask, row)` writes the allowed set into `bitmask[row]` (int32
   `[rows, ceil(V/32)]`, CPU). Once terminated the row allows only the stop tokens (the
   engine should not ask; this keeps the row non-empty rather than crashing).
-- `fill_masks(bitmask, draft_tokens, start_row=)`: row i (i = 0..K) is the mask after the
-  first i drafts; it stops after the row of the first refused draft and after the row of a
-  draft that terminates the grammar (a stop token); returns rows filled; the state is
-  unchanged afterwards (advance, then roll back exactly the advances).
+- `fill_masks(bitmask, draft_tokens, start_row=, filled_rows=)`: row i (i = 0..K) is the mask
+  after the first i drafts; it stops after the row of the first refused draft and after the
+  row of a draft that terminates the grammar (a stop token); returns the rows that hold
+  masks; the state is unchanged afterwards (advance, then roll back exactly the advances).
+  The first `filled_rows` rows already hold their masks (a drafter filled them at its
+  positions, straight into the verify's bitmask): they are passed over, not filled again,
+  so a step's verify fills only the row after the last draft.
 - `validate(tokens)` is the longest acceptable prefix length; state unchanged.
-- Rows are reused (grammars.row_memo): a fill at a history the matcher filled before
-  along the same tokens (the drafter's rows, then the verify's) copies that row instead of
-  filling it. `forget_rows()` drops them (the next fills are backend fills); a wrapper's
-  inner matcher, driven through `_accept`, keeps none (`keep_no_rows()`).
 - `fill_times` / `fill_masks_times` (grammars.fill_times) count the backend fills this
   matcher made per latency bucket: those of `fill_mask`, and each row of `fill_masks` (a
-  wrapper filling through its inner matcher's `_fill` is counted once, by the wrapper), and
-  in `reused` the rows copied from the memo. Pure counters, ~0.4 µs a fill (two clock reads
-  and a bisect).
+  wrapper filling through its inner matcher's `_fill` is counted once, by the wrapper). Pure
+  counters, ~0.4 µs a fill (two clock reads and a bisect).
 
 Knows nothing of sampling, engines or HTTP; does not import torch except for the mask type.
 """
@@ -40,7 +38,6 @@ from collections.abc import Callable, Sequence
 import torch
 
 from grammars.fill_times import FillTimes
-from grammars.row_memo import RowMemo
 from tokenmask import allow_only_
 
 _STOP = -1  # marker in the history for an accepted stop token
@@ -64,7 +61,6 @@ class Matcher(ABC):
         self._terminated = False
         self.fill_times = FillTimes()  # rows of fill_mask
         self.fill_masks_times = FillTimes()  # rows of fill_masks
-        self._rows: RowMemo | None = RowMemo()
 
     # -- backend primitives -------------------------------------------------------------
     @abstractmethod
@@ -101,14 +97,10 @@ class Matcher(ABC):
             if not self._is_complete():
                 return False
             self._terminated = True
-            if self._rows is not None:
-                self._rows.accepted(len(self._history), token_id)
             self._history.append(_STOP)
             return True
         if not self._accept(token_id):
             return False
-        if self._rows is not None:
-            self._rows.accepted(len(self._history), token_id)
         self._history.append(token_id)
         return True
 
@@ -149,16 +141,6 @@ class Matcher(ABC):
         """The longest text every continuation must start with ("" when terminated)."""
         return "" if self._terminated else self._jump_forward()
 
-    def forget_rows(self) -> None:
-        """Drop the rows kept for reuse: the next fills are the backend's own."""
-        if self._rows is not None:
-            self._rows.forget()
-
-    def keep_no_rows(self) -> None:
-        """Never reuse rows: for a matcher a wrapper drives through `_accept` (its history,
-        the memo's key, does not move)."""
-        self._rows = None
-
     def fill_mask(self, bitmask: torch.Tensor, row: int = 0) -> None:  # bitmask [R, W] int32
         self._check_bitmask(bitmask, row)
         if self._terminated:
@@ -167,14 +149,16 @@ class Matcher(ABC):
             self._timed_fill(bitmask, row, self.fill_times)
 
     def fill_masks(
-        self, bitmask: torch.Tensor, draft_tokens: Sequence[int], *, start_row: int = 0
+        self, bitmask: torch.Tensor, draft_tokens: Sequence[int], *, start_row: int = 0, filled_rows: int = 0
     ) -> int:  # bitmask [R, W] int32, R >= start_row + len(draft_tokens) + 1
         """Masks for K drafts: row start_row+i is the mask after drafts[:i], i = 0..K.
 
         Advances through the drafts and rolls back exactly the advances. Stops after the
         row of the first draft the grammar refuses (its row is needed to resample there),
         and after the row whose draft terminates the grammar (no rows past a stop token).
-        Returns the number of rows filled; the matcher state is unchanged.
+        Rows start_row+i for i < `filled_rows` already hold their masks (the drafter's) and
+        are not filled again. Returns the number of rows holding masks; the matcher state is
+        unchanged.
         """
         self._check_bitmask(bitmask, start_row + len(draft_tokens))
         if self._terminated:
@@ -183,7 +167,8 @@ class Matcher(ABC):
         rows = 0
         try:
             for index in range(len(draft_tokens) + 1):
-                self._timed_fill(bitmask, start_row + index, self.fill_masks_times)
+                if index >= filled_rows:
+                    self._timed_fill(bitmask, start_row + index, self.fill_masks_times)
                 rows += 1
                 if index == len(draft_tokens):
                     break
@@ -198,18 +183,10 @@ class Matcher(ABC):
 
     # -- helpers -------------------------------------------------------------------------
     def _timed_fill(self, bitmask: torch.Tensor, row: int, times: FillTimes) -> None:
-        """The row at the current history: the memo's copy, else a backend fill (kept)."""
-        rows = self._rows
-        words = bitmask.numpy()[row]  # [W] int32, shares memory with the tensor
-        position = len(self._history)
-        if rows is not None and rows.get(position, words):
-            times.reused += 1
-            return
+        """The backend's fill of the row at the current history, timed."""
         start = time.perf_counter_ns()
         self._fill(bitmask, row)
         times.observe_ns(time.perf_counter_ns() - start)
-        if rows is not None:
-            rows.put(position, words)
 
     def _check_bitmask(self, bitmask: torch.Tensor, last_row: int) -> None:
         words = (self.vocab_size + 31) // 32

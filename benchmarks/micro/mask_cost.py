@@ -15,16 +15,14 @@ the tokens of a valid output and times, at every position:
   fills each position before anything else did (the scope layer's per-signature tables
   cleared), the first-fill cost the timed walk's fills do not see;
 - in a separate walk, the rows as the torch engine fills them at batch 1 (engine.torch_engine.decoder):
-  each step the drafter fills one row per draft position (`fill_mask`, advancing through
-  its drafts, then rolling back), then the verify rows (K+1: the same positions and the one
-  after the last draft), every draft accepted (drafts = the next K tokens of the output),
-  then the bonus token.
-  Reported per row, drafter rows apart from verify rows, as the gateway's
-  `specgate_grammar_mask_fill_seconds{rows="draft"|"target"}` counts them. A drafter row is
-  often a state's first fill; the verify rows at the drafted positions are the drafter's
-  rows reused (grammars.row_memo), so only the row after the last draft is filled: the
-  table gives the verify rows as the engine waits for them and the filled ones apart.
-  Elsewhere the rows kept for reuse are dropped before each timed call (backend fills).
+  each step the drafter fills one row per draft position straight into the verify bitmask
+  (`fill_mask`, advancing through its drafts, then rolling back), then the verify
+  (`fill_masks(filled_rows=)`: advancing through the drafts, filling the row after the
+  last, rolling back), every draft accepted (drafts = the next K tokens of the output),
+  then the bonus token. Reported per drafter row and per verify (one a step), as the
+  gateway's `specgate_grammar_mask_fill_seconds{rows="draft"|"target"}` counts them; the
+  same walk with the verify refilling all K+1 rows gives the mask time per token the
+  drafter's rows save.
   Inside a SQL string literal the grammar's row is copied from the literal's first position
   (grammars.sql.mask.literal_rows: one language there), a fill of a new position, so it counts.
 Published bars for comparison: llguidance avg 64 µs / p99 533 µs; XGrammar p50 9 µs.
@@ -163,38 +161,34 @@ class Evictor:
 
 
 def engine_walk(matcher: Any, tokens: list[int], bitmask: Any, *, clock: Callable[[], int],
-                evict: Evictor) -> tuple[list[float], list[float], list[float]]:
-    """Fill times (ns) of the drafter's rows, of the verify rows, and of the verify rows the
-    matcher filled (not reused: grammars.row_memo), filled as the torch engine does at
-    batch 1 with every draft accepted (see the module docstring)."""
+                evict: Evictor, drafter_rows: bool = True) -> tuple[list[float], list[float]]:
+    """Times (ns) of the drafter's rows and of each step's verify (`fill_masks`), filled as
+    the torch engine does at batch 1 with every draft accepted (see the module docstring).
+    `drafter_rows=False`: the verify refills all K+1 rows instead of the row after the last
+    draft."""
     draft_ns: list[float] = []
-    target_ns: list[float] = []
-    filled_ns: list[float] = []
+    verify_ns: list[float] = []
     index = 0
     while index < len(tokens):
         drafts = tokens[index : index + K]
-        for token in drafts:  # the drafter: a forward, then its row, then the next draft
+        for row, token in enumerate(drafts):  # the drafter: a forward, then its row, then the next draft
             evict()
             start = clock()
-            matcher.fill_mask(bitmask, 0)
+            matcher.fill_mask(bitmask, row)
             draft_ns.append(clock() - start)
             matcher.accept_token(token)
         matcher.rollback(len(drafts))
-        evict()  # the target's forward, then the K+1 verify rows
-        for row in range(len(drafts) + 1):
-            reused = matcher.fill_times.reused
-            start = clock()
-            matcher.fill_mask(bitmask, 0)
-            target_ns.append(clock() - start)
-            if matcher.fill_times.reused == reused:
-                filled_ns.append(target_ns[-1])
-            if row < len(drafts):
-                matcher.accept_token(drafts[row])
+        evict()  # the target's forward, then the verify
+        start = clock()
+        matcher.fill_masks(bitmask, drafts, filled_rows=len(drafts) if drafter_rows else 0)
+        verify_ns.append(clock() - start)
+        for token in drafts:  # every draft accepted: the commit advances through them
+            matcher.accept_token(token)
         index += len(drafts)
         if index < len(tokens):  # the bonus token, sampled from the last verify row
             matcher.accept_token(tokens[index])
             index += 1
-    return draft_ns, target_ns, filled_ns
+    return draft_ns, verify_ns
 
 
 def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
@@ -214,9 +208,8 @@ def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
     inner_ns: list[float] = []  # schema-aware SQL: the grammar's own fill, without the scope layer
     cold_ns: list[float] = []  # schema-aware SQL: fill only, the scope layer's tables cleared first
     draft_ns: list[float] = []  # the engine walk: the drafter's rows
-    target_ns: list[float] = []  # the engine walk: the verify rows
-    filled_ns: list[float] = []  # the engine walk: the verify rows filled (the rest reused)
-    engine_ns = {True: 0.0, False: 0.0}  # the engine walk's mask time, with / without row reuse
+    verify_ns: list[float] = []  # the engine walk: each step's verify
+    engine_ns = {True: 0.0, False: 0.0}  # the engine walk's mask time, with / without the drafter's rows
     engine_tokens = 0
     skipped = 0
     bitmask = compiler.allocate_bitmask(K + 1)
@@ -258,37 +251,33 @@ def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
                 if not scoped and inner is None:
                     continue
                 evict()
-                matcher.forget_rows()  # time the backend's fill, not a copy of the last fill_masks' row
                 start = clock()
                 (matcher if scoped else inner).fill_mask(bitmask, 0)
                 (fill_ns if scoped else inner_ns).append(clock() - start)
             drafts = tokens[index : index + K]
             evict()
-            matcher.forget_rows()
             start = clock()
             matcher.fill_masks(bitmask, drafts)
             multi_ns.append(clock() - start)
             matcher.accept_token(token)
-        # the engine walk, with the matcher's row reuse and without it (alternating which
-        # goes first), each on a fresh grammar: no lexer states, no scope tables
-        for reuse in (True, False) if case_index % 2 == 0 else (False, True):
+        # the engine walk, with the drafter's rows in the verify mask and with the verify
+        # refilling every row (alternating which goes first), each on a fresh grammar: no
+        # lexer states, no scope tables
+        for direct in (True, False) if case_index % 2 == 0 else (False, True):
             if not warm:
                 compiler.clear_cache()
                 compiled = compiler.compile(compiled.spec)
-            walker = compiled.matcher()
-            if not reuse:
-                walker.keep_no_rows()
-            drafted, verified, filled = engine_walk(walker, tokens, bitmask, clock=clock, evict=evict)
-            engine_ns[reuse] += sum(drafted) + sum(verified)
-            if reuse:
+            drafted, verified = engine_walk(compiled.matcher(), tokens, bitmask, clock=clock, evict=evict,
+                                            drafter_rows=direct)
+            engine_ns[direct] += sum(drafted) + sum(verified)
+            if direct:
                 draft_ns += drafted
-                target_ns += verified
-                filled_ns += filled
+                verify_ns += verified
         engine_tokens += len(tokens)
     return {"cases": len(cases) - skipped, "skipped": skipped, "fill": fill_ns,
             "multi": multi_ns, "inner": inner_ns, "cold": cold_ns, "draft": draft_ns,
-            "target": target_ns, "target_filled": filled_ns, "engine_tokens": engine_tokens,
-            "engine_ns_reuse": engine_ns[True], "engine_ns_plain": engine_ns[False]}
+            "verify": verify_ns, "engine_tokens": engine_tokens,
+            "engine_ns_direct": engine_ns[True], "engine_ns_refill": engine_ns[False]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                 "SQL, schema-aware (Spider)": ("sql", sql_cases(limit)),
                 "tool call (BFCL, required)": ("tools", tool_cases(limit))}
     rows = []
-    per_token = []  # the engine walk's mask time per output token, with / without row reuse
+    per_token = []  # the engine walk's mask time per output token, with / without the drafter's rows
     for family, (kind, cases) in families.items():
         if args.family and kind not in args.family:
             continue
@@ -359,15 +348,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"{name} | {stats['cases']} | {len(cold)} | {percentile(cold, 0.5) / 1e3:.1f} | "
                     f"{percentile(cold, 0.99) / 1e3:.1f} | {sum(cold) / len(cold) / 1e3:.1f} | — | — |")
             if stats["engine_tokens"]:
-                reuse, plain = (stats[f"engine_ns_{name}"] / stats["engine_tokens"] / 1e3
-                                for name in ("reuse", "plain"))
-                per_token.append(f"- {family}, {name}: {reuse:.1f} µs with row reuse, {plain:.1f} µs "
-                                 f"without ({reuse / plain:.2f}x)")
-            verify = stats["target"]
-            reused = len(verify) - len(stats["target_filled"])
+                direct, refill = (stats[f"engine_ns_{way}"] / stats["engine_tokens"] / 1e3
+                                  for way in ("direct", "refill"))
+                per_token.append(f"- {family}, {name}: {direct:.1f} µs with the drafter's rows in the "
+                                 f"verify mask, {refill:.1f} µs with the verify refilling every row "
+                                 f"({direct / refill:.2f}x)")
             for rows_name, times in (("drafter rows", stats["draft"]),
-                                     (f"verify rows ({reused} of {len(verify)} reused)", verify),
-                                     ("verify rows filled (not reused)", stats["target_filled"])):
+                                     ("verify (one a step: the row after the last draft)", stats["verify"])):
                 rows.append(
                     f"| {family}, as the engine fills: {rows_name} | {name} | {stats['cases']} | "
                     f"{len(times)} | {percentile(times, 0.5) / 1e3:.1f} | "
@@ -403,14 +390,12 @@ def main(argv: list[str] | None = None) -> int:
         "fill.",
         f"`as the engine fills`: a separate walk on a freshly compiled grammar, rows filled as the "
         f"torch engine fills them at batch 1 with K={K} and every draft accepted: the drafter's "
-        "row at each draft position, then the K+1 verify rows; the gateway's "
-        "`specgate_grammar_mask_fill_seconds{rows=\"draft\"|\"target\"}` in serving. "
-        "A verify row at a position the drafter filled is that row reused "
-        "(grammars.row_memo: a copy, no fill); the `fill` and `fill_masks` columns of the "
-        "other rows time backend fills (the rows kept for reuse are dropped before each; inside a "
-        "SQL literal the grammar's row is the literal's first one, grammars.sql.mask.literal_rows).",
+        "row at each draft position, written into the verify mask, then the verify, which "
+        "advances through the drafts and fills the row after the last one; the gateway's "
+        "`specgate_grammar_mask_fill_seconds{rows=\"draft\"|\"target\"}` in serving. Inside a "
+        "SQL literal the grammar's row is the literal's first one (grammars.sql.mask.literal_rows).",
         "",
-        "Mask time per output token as the engine fills (drafter and verify rows, the same "
+        "Mask time per output token as the engine fills (drafter rows and verifies, the same "
         "walk twice per grammar, on a fresh grammar each time, alternating which goes first):",
         "",
         *per_token,

@@ -10,8 +10,9 @@ database: one grammar whose scope tables warm up, a Text2SQL service over a fixe
 and N JSON-schema requests (one strict schema),
 greedy, with the official OpenAI client, then reads the server's
 `specgate_grammar_mask_fill_seconds{grammar, backend, rows}` histogram (gateway.metrics) and
-prints, per grammar family and rows (the drafter's, the target's verify rows), the fills,
-the rows reused instead of filled (`specgate_grammar_mask_rows_reused`), their mean and the share at or under each bound from 100 µs to 5 ms; and the garbage
+prints, per grammar family and rows (the drafter's, the verify's: the drafter writes the verify
+rows at its positions, so the verify fills at most the row after the last draft), the fills,
+their mean and the share at or under each bound from 100 µs to 5 ms; and the garbage
 collector's pauses since the server started (`specgate_gc_pause_seconds`, timed from the end of startup, per generation:
 count, total, and how many took over 10 and 100 ms), which stop every fill and forward. Those are the costs of
 masks filled between real forwards, on the CPU serving (benchmarks.micro.mask_cost's
@@ -34,7 +35,6 @@ from benchmarks.common import DATA, RESULTS_DIR, write_report
 
 RESULTS = RESULTS_DIR / "served_mask_fills.md"
 _METRIC = "specgate_grammar_mask_fill_seconds"
-_REUSED = "specgate_grammar_mask_rows_reused"  # rows copied, not filled (grammars.row_memo)
 _SHOWN = ("0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005")
 PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "country", "age"],
           "properties": {"name": {"type": "string", "maxLength": 40}, "country": {"type": "string"},
@@ -80,7 +80,7 @@ def _line(kind: str, reply: Any) -> str:
 def read_metrics(url: str) -> tuple[dict[tuple[str, ...], dict[str, float]], str,
                                      dict[str, dict[str, float]]]:
     """The served histogram per (grammar, backend, rows) (cumulative counts by `le`, `count`,
-    `sum`, and `reused`: the rows copied instead of filled), the serving CPU as the server reports it (`specgate_cost_model_info`), and the
+    `sum`), the serving CPU as the server reports it (`specgate_cost_model_info`), and the
     GC pause histogram per generation (same keys)."""
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
@@ -90,10 +90,6 @@ def read_metrics(url: str) -> tuple[dict[tuple[str, ...], dict[str, float]], str
     labels = info.samples[0].labels if info is not None and info.samples else None
     cpu = f"{labels.get('cpu', '?')}, flags {labels.get('flags', '?')}" if labels else "CPU not reported"
     fills = _histograms(families.get(_METRIC), ("grammar", "backend", "rows"))
-    reused = families.get(_REUSED)
-    for sample in reused.samples if reused is not None else ():
-        key = tuple(sample.labels[name] for name in ("grammar", "backend", "rows"))
-        fills.setdefault(key, {})["reused"] = sample.value
     pauses = _histograms(families.get("specgate_gc_pause_seconds"), ("generation",))
     return fills, cpu, {key[0]: sample for key, sample in pauses.items()}
 
@@ -117,15 +113,15 @@ def pause_table(pauses: dict[str, dict[str, float]]) -> list[str]:
 
 
 def table(histogram: dict[tuple[str, ...], dict[str, float]]) -> list[str]:
-    head = "| grammar | backend | rows | fills | reused | mean µs | " + " | ".join(
+    head = "| grammar | backend | rows | fills | mean µs | " + " | ".join(
         f"≤ {float(bound) * 1e6:g} µs" for bound in _SHOWN) + " |"
-    rows = [head, "|" + "---|" * (6 + len(_SHOWN))]
+    rows = [head, "|" + "---|" * (5 + len(_SHOWN))]
     for (grammar, backend, kind), sample in sorted(histogram.items()):
         count = sample.get("count", 0.0)
         if not count:
             continue
         shares = " | ".join(f"{sample.get(bound, 0.0) / count:.1%}" for bound in _SHOWN)
-        rows.append(f"| {grammar} | {backend} | {kind} | {count:.0f} | {sample.get('reused', 0.0):.0f} | "
+        rows.append(f"| {grammar} | {backend} | {kind} | {count:.0f} | "
                     f"{sample.get('sum', 0.0) / count * 1e6:.0f} | {shares} |")
     return rows
 
@@ -149,8 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{f' --db {args.db}' if args.db else ''}` against a "
         f"gateway at {args.url} (serving CPU: {cpu}), {len(answers)} requests in {wall:.0f} s, "
         f"greedy. From the server's `{_METRIC}` histogram: share of mask rows filled within "
-        f"each bound; `reused`: rows copied from the drafter's row at the same position "
-        f"(`{_REUSED}`), not filled and not in the shares.",
+        f"each bound (`target`: the verify rows the drafter did not write).",
         "",
         *table(histogram),
         "",

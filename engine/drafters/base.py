@@ -1,8 +1,11 @@
 """The drafter contract: propose up to K draft tokens for one sequence, leaving its matcher
 in the state it found it.
 
-A drafter sees a sequence only through `DraftContext` (committed tokens, matcher, scratch
-mask, the request's transform T and generator, its draft KV cache, its stop rule).
+A drafter sees a sequence only through `DraftContext` (committed tokens, matcher, the verify
+masks, the request's transform T and generator, its draft KV cache, its stop rule).
+A drafter with a matcher fills the mask at each position it drafts straight into the verify
+masks: row i of `ctx.bitmask` is the mask after drafts[:i], and `Proposal.mask_rows` says
+how many rows (from row 0) it wrote, so the verify fills only the rows after them.
 `Proposal.draft_probs` is the q the rejection sampler must use: float32 [n, V] from a model
 drafter (masked or raw, as drafted), or None for model-free drafts (q = one-hot).
 Masked drafters never propose a token the grammar refuses and stop after a token that
@@ -38,7 +41,7 @@ class DraftContext(Protocol):
 
     tokens: list[int]
     matcher: Matcher | None
-    draft_bitmask: torch.Tensor     # int32 [1, W]: scratch row
+    bitmask: torch.Tensor           # int32 [K_max+1, W]: the verify masks (row i: after drafts[:i])
     draft_kv: ModelCache | None
     transform: RequestTransform
     generator: torch.Generator
@@ -56,6 +59,7 @@ class Proposal:
     ends_refused: bool = False               # the last token is refused by the grammar
     forwards: int = 0                        # draft-model forwards spent
     dropped: int = 0                         # drafted tokens the grammar refused, cut before verification
+    mask_rows: int = 0                       # rows 0.. of ctx.bitmask written: the masks after drafts[:i]
 
 
 class Drafter(Protocol):
@@ -77,6 +81,7 @@ def walk_forced_and_lookup(
     pending_guess: list[int] = []
     advanced = 0
     dropped = 0
+    mask_rows = 0
     try:
         while len(drafts) < k:
             forced = None
@@ -84,8 +89,9 @@ def walk_forced_and_lookup(
             if matcher is not None:
                 if matcher.is_terminated():
                     break
-                row = ctx.draft_bitmask[0]
-                matcher.fill_mask(ctx.draft_bitmask, row=0)
+                row = ctx.bitmask[len(drafts)]
+                matcher.fill_mask(ctx.bitmask, row=len(drafts))
+                mask_rows += 1
                 forced = forced_token(row)
             if forced is not None:
                 token = forced
@@ -115,4 +121,4 @@ def walk_forced_and_lookup(
     finally:
         if matcher is not None and advanced:
             matcher.rollback(advanced)
-    return Proposal(token_ids=drafts, dropped=dropped)
+    return Proposal(token_ids=drafts, dropped=dropped, mask_rows=mask_rows)

@@ -51,13 +51,15 @@ class ModelDrafter:
         forwards = 0
         ends_refused = False
         dropped = 0
-        mask = ctx.draft_bitmask  # int32 [1, W]
+        mask_rows = 0
         try:
             while len(drafts) < k:
                 if matcher is not None and matcher.is_terminated():
                     break
+                mask = ctx.bitmask[len(drafts):len(drafts) + 1]  # int32 [1, W]: this position's verify row
                 if matcher is not None:
-                    matcher.fill_mask(mask, row=0)
+                    matcher.fill_mask(ctx.bitmask, row=len(drafts))
+                    mask_rows += 1
                     if self.masked and not bool(mask[0].any()):
                         break  # a dead end: the verify meets it and ends the sequence there
                 forced = forced_token(mask[0]) if (self.masked and matcher is not None) else None
@@ -95,8 +97,8 @@ class ModelDrafter:
             if matcher is not None and advanced:
                 matcher.rollback(advanced)
         if not drafts:
-            return Proposal(forwards=forwards, dropped=dropped)
+            return Proposal(forwards=forwards, dropped=dropped, mask_rows=mask_rows)
         return Proposal(
             token_ids=drafts, draft_probs=torch.cat(rows), ends_refused=ends_refused, forwards=forwards,
-            dropped=dropped,
+            dropped=dropped, mask_rows=mask_rows,
         )

@@ -1,8 +1,9 @@
 """The grammar-masked speculative step for one sequence, synchronously (no threads, no asyncio).
 
-One step: the drafter proposes up to K tokens (masked q, or one-hot for model-free drafts)
-→ the matcher fills the K+1 verify masks (`fill_masks`, state unchanged; the rows at the
-drafter's positions are its rows, reused: grammars.row_memo) → ONE target
+One step: the drafter proposes up to K tokens (masked q, or one-hot for model-free drafts),
+writing the mask at each position it drafts straight into the verify masks → the matcher
+fills the verify rows the drafter did not (`fill_masks(filled_rows=)`, state unchanged: at
+most the row after the last draft) → ONE target
 forward over the pending committed token(s) plus the K drafts → the sequence's
 `RequestTransform.probs` (the same T, same parameters, the drafter used for q) → `rejection_sample` with the request's
 generator → the emitted tokens advance the matcher one by one; the KV caches are cropped
@@ -187,7 +188,6 @@ class SpecDecoder:
             drafter=drafter,
             stop_token_ids=self.stop_token_ids,
             bitmask=allocate_token_bitmask(k_max + 1, self.logits_width),
-            draft_bitmask=allocate_token_bitmask(1, self.logits_width),
             target_kv=cache_for(self.target_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self)),
             draft_kv=(
                 cache_for(self.draft_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self))
@@ -258,8 +258,8 @@ class SpecDecoder:
         stats.time_draft_s += t1 - t0
 
         num_rows = len(drafts) + 1
-        if seq.matcher is not None:
-            num_rows = seq.matcher.fill_masks(seq.bitmask, drafts, start_row=0)
+        if seq.matcher is not None:  # the drafter wrote the rows at its positions: fill the rest
+            num_rows = seq.matcher.fill_masks(seq.bitmask, drafts, filled_rows=proposal.mask_rows)
         num_drafts = min(len(drafts), num_rows)
         drafts = drafts[:num_drafts]
         forced = self._forced_draft_flags(seq, num_drafts)

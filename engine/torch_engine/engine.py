@@ -40,7 +40,7 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,9 @@ class TorchEngine:
         decoder: SpecDecoder,
         model_name: str,
         grammar_compiler: GrammarCompiler,
+        kernels: str = "torch",
+        dtype: str | None = None,
+        startup_notes: Sequence[str] = (),
     ) -> None:
         self.decoder = decoder
         self.config = decoder.config
@@ -87,10 +90,10 @@ class TorchEngine:
         self.tokenizer = decoder.tokenizer
         self.max_model_len = decoder.max_model_len
         self.grammar_compiler = grammar_compiler
-        self.forward_costs = decoder.costs  # engine.pacing.cost_model.ForwardCosts | None (shared by requests)
-        self.dtype: str = str(decoder.config.dtype)
-        self.kernels: str = "torch"  # or "llama-cpp": which kernels run the models (engine.torch_engine.kernels)
-        self.startup_notes: list[str] = []  # lines for the gateway to log at start
+        self.forward_costs = decoder.costs  # shared by requests
+        self.kernels = kernels  # or "llama-cpp" (engine.torch_engine.kernels)
+        self.dtype = dtype if dtype is not None else str(decoder.config.dtype)
+        self.startup_notes = list(startup_notes)
         self.stats = EngineStats()
         self._lock = threading.Condition()
         self._waiting: collections.deque[_Slot] = collections.deque()

@@ -34,8 +34,7 @@ class SequenceState:
     generator: torch.Generator
     drafter: Drafter
     stop_token_ids: frozenset[int]
-    bitmask: torch.Tensor               # int32 [K_max+1, W]: verify masks
-    draft_bitmask: torch.Tensor         # int32 [1, W]: drafting scratch
+    bitmask: torch.Tensor               # int32 [K_max+1, W]: verify masks (the drafter writes its rows here)
     target_kv: ModelCache | None
     draft_kv: ModelCache | None = None
     matcher: Matcher | None = None

@@ -39,7 +39,7 @@ import importlib.util
 import os
 import pathlib
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.config import EngineConfig
@@ -56,6 +56,8 @@ from engine.types import (
 from engine.vllm.params import sampling_params_for, speculative_config_for
 
 if TYPE_CHECKING:
+    from engine.pacing.cost_model import ForwardCosts
+    from engine.torch_engine.prefix_cache import PrefixCacheStats
     from grammars import GrammarCompiler
 
 PLUGIN_ENTRY_POINT = "specgate_vllm"
@@ -123,7 +125,8 @@ def _configure_env(*, plugin_mode: str, draft_mask: bool, device: str, step_k: b
 
 class VllmEngine:
     def __init__(self, *, llm: Any, config: EngineConfig, model_name: str, tokenizer: Any,
-                 grammar_compiler: GrammarCompiler, stop_token_ids: list[int]) -> None:
+                 grammar_compiler: GrammarCompiler, stop_token_ids: list[int],
+                 startup_notes: Sequence[str] = ()) -> None:
         self.llm = llm
         self.config = config
         self.model_name = model_name
@@ -132,7 +135,10 @@ class VllmEngine:
         self.max_model_len = config.max_model_len
         self.stop_token_ids = stop_token_ids
         self.stats = EngineStats()
-        self.startup_notes: list[str] = []  # lines for the gateway to log at start (CPU preloads found)
+        self.kernels = "vllm"
+        self.dtype = config.dtype
+        self.startup_notes = list(startup_notes)  # the CPU preloads found
+        self.forward_costs: ForwardCosts | None = None  # vLLM's step costs are the plugin's (engine.vllm.step_costs)
         self._live: set[str] = set()
 
     # ---- lifecycle / load signals ----------------------------------------------------------
@@ -196,6 +202,9 @@ class VllmEngine:
 
     def stats_snapshot(self) -> EngineStatsSnapshot:
         return self.stats.snapshot()
+
+    def prefix_cache_stats(self) -> PrefixCacheStats | None:
+        return None  # vLLM's prefix caching is its own (vLLM's metrics)
 
     # ---- requests --------------------------------------------------------------------------
 
@@ -336,7 +345,7 @@ def build_vllm_engine(config: EngineConfig) -> VllmEngine:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from grammars import GrammarCompiler
+    from engine.grammar_compiler import grammar_compiler_for
     from grammars.stop_tokens import eos_ids_of, stop_token_ids
 
     model_path = str(resolve_model(config.model, cache_dir=config.cache_dir))
@@ -374,10 +383,8 @@ def build_vllm_engine(config: EngineConfig) -> VllmEngine:
     stop_ids = stop_token_ids(
         tokenizer, config_eos=eos_ids_of(AutoConfig.from_pretrained(model_path), generation_config)
     )
-    compiler = GrammarCompiler(tokenizer, backend="xgrammar", vocab_size=vocab_size,
-                               stop_token_ids=stop_ids,
-                               json_whitespace=config.json_whitespace)  # type: ignore[arg-type]
+    compiler = grammar_compiler_for(config, tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids,
+                                    backend="xgrammar")  # the one vLLM's structured outputs run
     engine = VllmEngine(llm=llm, config=config, model_name=model_name(config.model), tokenizer=tokenizer,
-                        grammar_compiler=compiler, stop_token_ids=stop_ids)
-    engine.startup_notes = notes
+                        grammar_compiler=compiler, stop_token_ids=stop_ids, startup_notes=notes)
     return engine

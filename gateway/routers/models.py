@@ -17,13 +17,12 @@ router = APIRouter(dependencies=[Depends(require_api_key)])
 def _weights(request: Request) -> dict[str, str] | None:
     """Kernels and weight format of a bound engine (None while it starts)."""
     engine = get_state(request).bound_engine
-    kernels = getattr(engine, "kernels", None)
-    if engine is None or kernels is None:
+    if engine is None:
         return None
-    dtype = str(getattr(engine, "dtype", ""))
+    kernels, dtype = engine.kernels, engine.dtype
     note = ("Q4_K_M GGUF weights (the checkpoint the bf16 model is dequantized from) on llama.cpp kernels"
-            if kernels == "llama-cpp" else f"{dtype} weights on torch kernels")
-    return {"kernels": str(kernels), "dtype": dtype, "note": note}
+            if kernels == "llama-cpp" else f"{dtype} weights on {kernels} kernels")
+    return {"kernels": kernels, "dtype": dtype, "note": note}
 
 
 @router.get("/v1/models")

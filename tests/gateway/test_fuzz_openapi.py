@@ -41,7 +41,7 @@ CASES = st.one_of(_schema.as_strategy(GenerationMode.POSITIVE), _schema.as_strat
 def fuzz_server(tiny_engine_factory: Callable[..., Any]) -> Iterator[RunningServer]:
     from gateway.app import create_app
 
-    engine = tiny_engine_factory(max_model_len=512)
+    engine = tiny_engine_factory(max_model_len=512, grammar_compile_timeout_s=5.0)
     app = create_app(make_settings(max_model_len=512, max_tokens_cap=24, default_max_tokens=8, max_n=2,
                                    grammar_compile_timeout_s=5.0), engine=engine)
     yield from start_server(app, engine)

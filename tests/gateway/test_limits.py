@@ -25,7 +25,7 @@ LIMITS = {"max_messages": 4, "max_tools": 2, "max_stop_sequences": 2, "max_stop_
 def limited(tiny_engine_factory: Callable[..., Any]) -> Iterator[RunningServer]:
     from gateway.app import create_app
 
-    engine = tiny_engine_factory(max_model_len=256)
+    engine = tiny_engine_factory(max_model_len=256, grammar_compile_timeout_s=LIMITS["grammar_compile_timeout_s"])
     app = create_app(make_settings(**{**LIMITS, "max_model_len": 256}), engine=engine)
     yield from start_server(app, engine)
 
@@ -37,7 +37,7 @@ SLOW_COMPILE_LIMIT_S = 0.02  # the regex below takes xgrammar ~0.3 s on a quiet 
 def compile_limited(tiny_engine_factory: Callable[..., Any]) -> Iterator[RunningServer]:
     from gateway.app import create_app
 
-    engine = tiny_engine_factory(max_model_len=256)
+    engine = tiny_engine_factory(max_model_len=256, grammar_compile_timeout_s=SLOW_COMPILE_LIMIT_S)
     app = create_app(make_settings(max_model_len=256, grammar_compile_timeout_s=SLOW_COMPILE_LIMIT_S), engine=engine)
     yield from start_server(app, engine)
 

@@ -31,13 +31,12 @@ def test_merge_adds_counts_and_sums() -> None:
     first.observe_ns(40_000)
     second.observe_ns(40_000)
     second.observe_ns(3_000_000)
-    first.reused, second.reused = 1, 2
     first.merge(second)
     assert first.count == 3 and second.count == 2
     assert first.counts[FILL_BUCKETS_S.index(5e-5)] == 2
     assert first.counts[FILL_BUCKETS_S.index(5e-3)] == 1
     assert first.as_dict() == {"buckets_s": list(FILL_BUCKETS_S), "counts": first.counts,
-                               "sum_s": pytest.approx(0.00308), "count": 3, "reused": 3}
+                               "sum_s": pytest.approx(0.00308), "count": 3}
 
 
 def test_every_backend_fill_is_counted_once(any_compiler, qwen_tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -52,15 +51,13 @@ def test_every_backend_fill_is_counted_once(any_compiler, qwen_tokenizer) -> Non
     assert (matcher.fill_times.count, matcher.fill_masks_times.count) == (1, rows)
     assert matcher.fill_times.sum_s > 0 and matcher.fill_masks_times.sum_s > 0
     assert matcher.fill_masks(bitmask, [IM_END]) == 1  # "}" still owed: the stop token is refused
-    assert matcher.fill_masks_times.count == rows  # the same position: its row is reused
-    assert matcher.fill_masks_times.reused == 1 and matcher.fill_times.reused == 0
-    matcher.forget_rows()
-    assert matcher.fill_masks(bitmask, [IM_END]) == 1
     assert matcher.fill_masks_times.count == rows + 1
+    assert matcher.fill_masks(bitmask, drafts[:4], filled_rows=4) == 5  # the drafter's four rows
+    assert matcher.fill_masks_times.count == rows + 2
     assert matcher.accept_text('"Ada", "age": 3}') and matcher.accept_token(IM_END)
     matcher.fill_mask(bitmask, 0)  # terminated: the stop-only row is no backend fill
     assert matcher.fill_masks(bitmask, []) == 0
-    assert (matcher.fill_times.count, matcher.fill_masks_times.count) == (1, rows + 1)
+    assert (matcher.fill_times.count, matcher.fill_masks_times.count) == (1, rows + 2)
 
 
 def test_schema_aware_sql_counts_its_fills_not_the_inner_grammars(xgr_compiler) -> None:  # type: ignore[no-untyped-def]

@@ -18,9 +18,8 @@ become GrammarError naming the kind and xgrammar's reason. EBNF text goes throug
 terminal priorities dropped) first. SQL grammars come back wrapped (`_WithWhitespaceCap`):
 their matchers cap whitespace runs (see grammars.sql.grammar), and their `grammar` (read by
 engine.vllm) writes the same bound as nested optionals (grammars.sql.grammar.sql_ebnf_bounded; string
-literals uncapped there).
-Schema-aware SQL matchers also carry the identifier-scope layer (grammars.sql.mask.matcher;
-its SqlVocab is built once per backend, on first use).
+literals uncapped there). The identifier-scope layer of schema-aware SQL is not this
+backend's: the compiler puts it on the matchers (grammars.compiler), over `decoded_vocab`.
 
 Knows nothing of caching, timeouts, sampling or HTTP.
 """
@@ -44,9 +43,6 @@ from grammars.json.policy import check_refs_local, open_memberless
 from grammars.matcher import Matcher
 from grammars.spec import GrammarSpec
 from grammars.sql.grammar import SQL_MAX_WHITESPACE, sql_ebnf, sql_ebnf_bounded
-from grammars.sql.mask.matcher import prepare_vocab, scoped_sql_matcher, sql_scope_schema
-from grammars.sql.mask.vocab import SqlVocab
-from grammars.sql.scope import SqlSchema
 from grammars.tools import structural_tag
 from grammars.vocabulary import TokenizerVocabulary
 from grammars.whitespace import WhitespaceCap, WhitespaceRuns
@@ -152,7 +148,6 @@ class XGrammarBackend:
             self.tokenizer_info, max_threads=max_threads, cache_enabled=False
         )
         self._ws_caps: dict[tuple[bytes, int], WhitespaceCap] = {}  # built on first use (~0.5 s)
-        self._sql_vocab: SqlVocab | None = None  # built on first schema-aware SQL matcher
         self._cap_lock = threading.Lock()
 
     def compile(self, spec: GrammarSpec) -> tuple[xgr.CompiledGrammar | _WithWhitespaceCap, int]:
@@ -184,11 +179,10 @@ class XGrammarBackend:
                 self._ws_caps[(chars, limit)] = cap
             return cap
 
-    def _sql_words(self) -> SqlVocab:
-        with self._cap_lock:
-            if self._sql_vocab is None:
-                self._sql_vocab = SqlVocab(self.tokenizer_info.decoded_vocab, vocab_size=self.vocab_size)
-            return self._sql_vocab
+    @property
+    def decoded_vocab(self) -> list[bytes]:
+        """Each id's bytes as this backend's masks read them (special and non-text ids: b"")."""
+        return self.tokenizer_info.decoded_vocab  # type: ignore[no-any-return]
 
     def _compile(self, spec: GrammarSpec) -> xgr.CompiledGrammar | _WithWhitespaceCap:
         # JSON whitespace stays bounded by xgrammar itself (`{0,n}`), not by WhitespaceCap,
@@ -219,12 +213,9 @@ class XGrammarBackend:
         if kind == "sql":
             schema = spec.source_json["schema"]
             ebnf = sql_ebnf(None if schema is None else schema["tables"])
-            if schema is not None:  # the scope layer's vocabulary view, built here, off the first mask
-                prepare_vocab(self._sql_words())
             return _WithWhitespaceCap(
                 self._compiler.compile_grammar(ebnf), b" \t\n", SQL_MAX_WHITESPACE,
-                lambda: xgr.Grammar.from_ebnf(sql_ebnf_bounded(ebnf)),
-                None if schema is None else sql_scope_schema(schema["tables"]))
+                lambda: xgr.Grammar.from_ebnf(sql_ebnf_bounded(ebnf)))
         raise GrammarError(f"grammar kind '{kind}' is not supported by the xgrammar backend")
 
     def _json_ebnf(self, source: str, json_options: dict[str, Any]) -> str:
@@ -276,14 +267,11 @@ class XGrammarBackend:
         encode: Callable[[str], list[int]],
     ) -> Matcher:
         if isinstance(handle, _WithWhitespaceCap):
-            inner = XGrammarMatcher(
+            return XGrammarMatcher(
                 handle.compiled, ws_cap=self._whitespace_cap(handle.chars, handle.limit),
                 vocab_size=self.vocab_size,
                 stop_token_ids=self.stop_token_ids, encode=encode,
             )
-            if handle.scope is None:
-                return inner
-            return scoped_sql_matcher(inner, schema=handle.scope, vocab=self._sql_words())
         return XGrammarMatcher(
             handle, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids, encode=encode
         )
@@ -305,7 +293,6 @@ class _WithWhitespaceCap:
     chars: bytes
     limit: int
     bounded: Callable[[], xgr.Grammar] = field(compare=False, repr=False)
-    scope: SqlSchema | None = field(default=None, compare=False, repr=False)  # schema-aware SQL
 
     @property
     def grammar(self) -> xgr.Grammar:

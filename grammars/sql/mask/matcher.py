@@ -71,7 +71,6 @@ class ScopedSqlMatcher(Matcher):
                  encode: Callable[[str], list[int]]) -> None:
         super().__init__(vocab_size=vocab_size, stop_token_ids=stop_token_ids, encode=encode)
         self.inner = inner
-        inner.keep_no_rows()  # driven through _accept: its own history does not move
         self.vocab = vocab
         self._states = [SqlScope(schema)]
         self._signatures: list[Hashed | None] = [None]
@@ -132,10 +131,9 @@ class ScopedSqlMatcher(Matcher):
 
     def forget(self) -> None:
         """Drop the signature tables of this matcher's grammar (all its matchers share
-        them) and this matcher's kept rows: the next fills start cold, as on a freshly
-        compiled grammar."""
+        them) and its literal rows: the next fills start cold, as on a freshly compiled
+        grammar."""
         self._memo.clear()
-        self.forget_rows()
         if self._literal_rows is not None:
             self._literal_rows.forget()
 

@@ -9,7 +9,7 @@ import pytest
 
 from grammars import spec_from_request
 from grammars.sql.mask.literal_rows import LiteralRows
-from tests.grammars.test_row_memo import _reference_row, _speculative_walk
+from tests.grammars.test_speculative_rows import _reference_row, _speculative_walk
 
 SCHEMA = ("CREATE TABLE singer (id INT, name TEXT, nation TEXT, age INT); "
           "CREATE TABLE concert (id INT, singer_id INT, venue TEXT);")
