@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from engine.config import EngineConfig
     from engine.pacing.cost_model import ForwardCosts
-    from engine.stats import EngineStatsSnapshot
-    from engine.torch_engine.prefix_cache import PrefixCacheStats
+    from engine.stats import EngineStatsSnapshot, PrefixCacheStats
     from engine.types import GenerationRequest, TokenDelta
     from grammars import GrammarCompiler
 

@@ -6,13 +6,14 @@ sampler; it also says where the drafts came from (grammar-forced vs drafter) and
 unmasked draft model strayed off the grammar, and (torch engine) holds the request matcher's
 per-row mask fill times (grammars.fill_times), the draft's rows apart from the target's, with
 the grammar's family and backend. `EngineStats` aggregates finished and running
-steps for a metrics line. Neither knows how the numbers were produced.
+steps for a metrics line. `PrefixCacheStats` (per model `PoolStats`) is an engine-side
+prefix cache's state (`Engine.prefix_cache_stats()`). None knows how the numbers were produced.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from grammars import FillTimes
@@ -117,3 +118,28 @@ class EngineStats:
             return EngineStatsSnapshot(
                 self._finished, self._steps, self._emitted, self._drafted, self._accepted
             )
+
+
+@dataclass
+class PoolStats:
+    """One model's pool: lookups, lookups that restored something, positions restored
+    (tokens not prefilled), positions stored, blocks evicted, blocks / bytes held now."""
+
+    queries: int = 0
+    hits: int = 0
+    cached_tokens: int = 0
+    stored_tokens: int = 0
+    evicted_blocks: int = 0
+    blocks: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class PrefixCacheStats:
+    capacity_bytes: int
+    block_tokens: int
+    pools: dict[str, PoolStats] = field(default_factory=dict)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.pools.values())

@@ -44,10 +44,9 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.stats import EngineStats, EngineStatsSnapshot
+from engine.stats import EngineStats, EngineStatsSnapshot, PrefixCacheStats
 from engine.torch_engine.decoder import SpecDecoder
 from engine.torch_engine.detokenizer import Detokenizer
-from engine.torch_engine.prefix_cache import PrefixCacheStats
 from engine.torch_engine.sequence_state import SequenceState
 from engine.types import (
     EngineDeadError,

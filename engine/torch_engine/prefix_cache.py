@@ -35,10 +35,11 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
+from engine.stats import PoolStats, PrefixCacheStats
 from engine.torch_engine.kv_cache import KVCache, LayerKV, ModelCache
 
 POOLS = ("target", "draft")
@@ -55,31 +56,6 @@ class _Block:
     key: _ChainKey
     layers: list[LayerKV]  # per layer (k, v), each [1, kv_heads, block_tokens, head_dim]
     nbytes: int
-
-
-@dataclass
-class PoolStats:
-    """One model's pool: lookups, lookups that restored something, positions restored
-    (tokens not prefilled), positions stored, blocks evicted, blocks / bytes held now."""
-
-    queries: int = 0
-    hits: int = 0
-    cached_tokens: int = 0
-    stored_tokens: int = 0
-    evicted_blocks: int = 0
-    blocks: int = 0
-    bytes: int = 0
-
-
-@dataclass(frozen=True)
-class PrefixCacheStats:
-    capacity_bytes: int
-    block_tokens: int
-    pools: dict[str, PoolStats] = field(default_factory=dict)
-
-    @property
-    def bytes(self) -> int:
-        return sum(p.bytes for p in self.pools.values())
 
 
 def _layers_nbytes(layers: list[LayerKV]) -> int:

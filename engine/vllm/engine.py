@@ -57,7 +57,7 @@ from engine.vllm.params import sampling_params_for, speculative_config_for
 
 if TYPE_CHECKING:
     from engine.pacing.cost_model import ForwardCosts
-    from engine.torch_engine.prefix_cache import PrefixCacheStats
+    from engine.stats import PrefixCacheStats
     from grammars import GrammarCompiler
 
 PLUGIN_ENTRY_POINT = "specgate_vllm"

@@ -61,7 +61,7 @@ def test_engine_forward_costs_are_exported() -> None:
 def test_prefix_cache_stats_are_exported_at_scrape() -> None:
     from types import SimpleNamespace
 
-    from engine.torch_engine.prefix_cache import PoolStats, PrefixCacheStats
+    from engine.stats import PoolStats, PrefixCacheStats
 
     metrics = GatewayMetrics()
     metrics.watch_engine(SimpleNamespace(live_request_ids=set, dead_reason=None, prefix_cache_stats=lambda: None))
