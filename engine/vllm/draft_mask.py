@@ -44,7 +44,7 @@ Invariants:
   iff i >= the constraint start of drafts 0..i-1: the rows before and at the end token are
   the raw draft distribution, the rows after it the grammar's, exactly where the
   scheduler's target rows are. Counted: `stats.reasoning_rows` (row-steps drawn unmasked
-  while reasoning). Without `gate_fn` or `reasoning` a grammar row is masked from its
+  while reasoning), `stats.reasoning_ends` (chains whose drafts ended the reasoning). Without `gate_fn` or `reasoning` a grammar row is masked from its
   first output token.
 
 Cost (the hot path, `times` records each phase): one batch bitmask fill per draft step for
@@ -129,6 +129,7 @@ class DraftMaskStats:
     ended_drafts: int = 0  # draft tokens after a grammar's termination removed (not a fallback)
     resyncs: int = 0
     reasoning_rows: int = 0  # row-steps drawn unmasked because the request was reasoning
+    reasoning_ends: int = 0  # draft chains whose drafts ended the reasoning (masked from the next row)
     extra: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, int]:
@@ -136,7 +137,7 @@ class DraftMaskStats:
                 "refused_rows": self.refused_rows, "unmaskable_rows": self.unmaskable_rows,
                 "limited_rows": self.limited_rows, "cut_drafts": self.cut_drafts,
                 "ended_drafts": self.ended_drafts, "resyncs": self.resyncs,
-                "reasoning_rows": self.reasoning_rows}
+                "reasoning_rows": self.reasoning_rows, "reasoning_ends": self.reasoning_ends}
 
 
 class DraftMasker:
@@ -486,6 +487,7 @@ class DraftMasker:
                 still.append(i)
                 continue
             req.watching = False
+            self.stats.reasoning_ends += 1
             for k, tok in enumerate(req.drafts[grammar_start:]):
                 if req.matcher.is_terminated() or not req.matcher.accept_token(tok):
                     self._limits.setdefault(i, grammar_start + k)  # keep the drafts before it

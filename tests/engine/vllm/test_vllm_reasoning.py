@@ -111,7 +111,7 @@ def test_draft_rows_unmasked_through_think_end_then_the_grammars(parser: str, qw
         pos = len(history) + len(new)  # the output position of draft 0
         masker.begin([MaskRow("r", history=list(history), new_tokens=new, grammar_key="k", reasoning=prompt)])
         chain = ids[pos:pos + K]
-        straddles += 0 < chain.index(END_THINK) < len(chain) - 1 if END_THINK in chain else 0
+        straddles += chain.index(END_THINK) < len(chain) - 1 if END_THINK in chain else 0
         for i, draft in enumerate(chain):
             logits = torch.randn(1, V)
             raw = logits.clone()
@@ -134,6 +134,7 @@ def test_draft_rows_unmasked_through_think_end_then_the_grammars(parser: str, qw
     stats = masker.stats
     assert stats.refused_rows == stats.dead_rows == stats.limited_rows == stats.resyncs == 0
     assert stats.reasoning_rows == unmasked > 0
+    assert stats.reasoning_ends == straddles == 1
     assert stats.masked_rows > 0
 
 
