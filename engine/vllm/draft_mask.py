@@ -44,8 +44,8 @@ Invariants:
   iff i >= the constraint start of drafts 0..i-1: the rows before and at the end token are
   the raw draft distribution, the rows after it the grammar's, exactly where the
   scheduler's target rows are. Counted: `stats.reasoning_rows` (row-steps drawn unmasked
-  while reasoning), `stats.reasoning_ends` (chains whose drafts ended the reasoning). Without `gate_fn` or `reasoning` a grammar row is masked from its
-  first output token.
+  while reasoning), `stats.reasoning_ends` (chains whose drafts ended the reasoning).
+  Without `gate_fn` or `reasoning` a grammar row is masked from its first output token.
 
 Cost (the hot path, `times` records each phase): one batch bitmask fill per draft step for
 all active rows (xgrammar's `BatchGrammarMatcher`, a single matcher's own fill at batch 1), one
