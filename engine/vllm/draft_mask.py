@@ -35,6 +35,17 @@ Invariants:
   (in `advance` itself: debug gives up the overlap below).
 - Only rows with a grammar AND the draft mask on keep a matcher: every other row costs one
   `MaskRow` and nothing else.
+- Reasoning (a row whose `reasoning` is set, with `gate_fn`): the request's `Gate` (the
+  scheduler's reasoning-end rule, `engine.vllm.reasoning_gate`) decides where the grammar
+  starts. While the request reasons its draft rows are not masked (the target's are not
+  either) and its matcher is fed nothing; the committed tokens from the gate's grammar
+  start on, and the drafts from `draft_bounds`' grammar start on, are fed to the matcher.
+  In a draft chain that crosses the end, row i (the row that samples draft i) is masked
+  iff i >= the constraint start of drafts 0..i-1: the rows before and at the end token are
+  the raw draft distribution, the rows after it the grammar's, exactly where the
+  scheduler's target rows are. Counted: `stats.reasoning_rows` (row-steps drawn unmasked
+  while reasoning), `stats.reasoning_ends` (chains whose drafts ended the reasoning).
+  Without `gate_fn` or `reasoning` a grammar row is masked from its first output token.
 
 Cost (the hot path, `times` records each phase): one batch bitmask fill per draft step for
 all active rows (xgrammar's `BatchGrammarMatcher`, a single matcher's own fill at batch 1), one
@@ -60,7 +71,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -78,14 +89,31 @@ class MaskRow:
     masked: bool = True  # per-request draft-mask switch
     discard: bool = False  # partial prefill etc.: nothing to draft for
     unmaskable: bool = False  # grammar + mask on, but no matcher can mirror it: draft nothing
+    reasoning: Any = None  # None: grammar from the first output token; else what gate_fn takes
+
+
+class Gate(Protocol):
+    """Where a reasoning request's grammar starts (`engine.vllm.reasoning_gate.ReasoningGate`)."""
+
+    ended: bool  # the grammar runs on the committed tokens
+
+    def reset(self) -> None: ...
+
+    def commit(self, tokens: Sequence[int]) -> int | None: ...  # grammar start in tokens; None: reasoning
+
+    def draft_bounds(self, drafts: Sequence[int]) -> tuple[int, int]: ...  # (grammar, constraint) start
 
 
 @dataclass
 class _Req:
     matcher: Any
+    gate: Gate | None = None
     consumed: int = 0
-    draft_advances: int = 0
+    draft_advances: int = 0  # drafts the matcher accepted this step (rolled back at end)
+    drawn: int = 0  # drafts drawn this step while masking or watching
+    drafts: list[int] = field(default_factory=list)  # this step's drafts (gated rows only)
     active: bool = False  # masking/advancing in the current draft loop
+    watching: bool = False  # reasoning: unmasked, watching the drafts for the end
     dead: bool = False
 
 
@@ -100,13 +128,16 @@ class DraftMaskStats:
     cut_drafts: int = 0  # draft tokens removed by those cuts (filled in by the caller)
     ended_drafts: int = 0  # draft tokens after a grammar's termination removed (not a fallback)
     resyncs: int = 0
+    reasoning_rows: int = 0  # row-steps drawn unmasked because the request was reasoning
+    reasoning_ends: int = 0  # draft chains whose drafts ended the reasoning (masked from the next row)
     extra: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, int]:
         return {"steps": self.steps, "masked_rows": self.masked_rows, "dead_rows": self.dead_rows,
                 "refused_rows": self.refused_rows, "unmaskable_rows": self.unmaskable_rows,
                 "limited_rows": self.limited_rows, "cut_drafts": self.cut_drafts,
-                "ended_drafts": self.ended_drafts, "resyncs": self.resyncs}
+                "ended_drafts": self.ended_drafts, "resyncs": self.resyncs,
+                "reasoning_rows": self.reasoning_rows, "reasoning_ends": self.reasoning_ends}
 
 
 class DraftMasker:
@@ -117,8 +148,10 @@ class DraftMasker:
         vocab_size: int,
         debug: bool = False,
         times: PluginTimes | None = None,
+        gate_fn: Callable[[Any], Gate] | None = None,
     ) -> None:
         self.compile_fn = compile_fn
+        self.gate_fn = gate_fn
         self.vocab_size = int(vocab_size)
         self.debug = debug
         self.stats = DraftMaskStats()
@@ -126,6 +159,8 @@ class DraftMasker:
         self._reqs: dict[str, _Req] = {}
         self._rows: list[_Req | None] = []
         self._active: list[int] = []  # rows masking/advancing in this draft loop, ascending
+        self._watch: list[int] = []  # reasoning rows drawing unmasked in this draft loop
+        self._stepped = False  # this step counted in stats.steps
         self._bitmask: torch.Tensor | None = None  # [rows, ceil(V/32)] int32, host, reused
         self._device_bitmask: torch.Tensor | None = None  # its copy on the logits' device
         self._pending: tuple[torch.Tensor, Any] | None = None  # staged [B] draft ids, copy event
@@ -148,8 +183,9 @@ class DraftMasker:
 
     @property
     def any_active(self) -> bool:
+        """Rows to mask or to watch (reasoning) in this draft loop."""
         self._drain()
-        return bool(self._active)
+        return bool(self._active or self._watch)
 
     def consumed(self, req_id: str) -> int | None:
         """Output tokens the request's matcher has accepted (None: no matcher yet)."""
@@ -168,6 +204,8 @@ class DraftMasker:
         end): on an accelerator, after vLLM has launched the draft model's first forward."""
         self._rows = []
         self._active = []
+        self._watch = []
+        self._stepped = False
         self._limits = {}
         self._ends = {}
         self._row_ids = [r.req_id for r in rows]
@@ -198,7 +236,8 @@ class DraftMasker:
             req = self._reqs.get(row.req_id)
             if req is None:
                 c0 = time.perf_counter()
-                req = _Req(matcher=self.compile_fn(row.grammar_key))
+                gate = self.gate_fn(row.reasoning) if self.gate_fn is not None and row.reasoning is not None else None
+                req = _Req(matcher=self.compile_fn(row.grammar_key), gate=gate)
                 compile_s += time.perf_counter() - c0
                 self._reqs[row.req_id] = req
             if row.discard:
@@ -209,8 +248,13 @@ class DraftMasker:
             if self.debug and self.trace is not None:
                 self.trace.append((row.req_id, len(row.history), list(new), req.consumed))
             req.draft_advances = 0
-            req.active = not req.dead and not req.matcher.is_terminated()
-            if req.dead:  # refused earlier, or a dead end: nothing it drafts can be masked
+            req.drawn = 0
+            req.drafts = []
+            req.watching = req.gate is not None and not req.gate.ended and not req.dead
+            req.active = not req.watching and not req.dead and not req.matcher.is_terminated()
+            if req.watching:
+                self._watch.append(i)
+            elif req.dead:  # refused earlier, or a dead end: nothing it drafts can be masked
                 self._limits[i] = 0
             elif not req.active:  # terminated: every draft would come after the end
                 self._ends[i] = 0
@@ -218,8 +262,7 @@ class DraftMasker:
                 self._active.append(i)
             self._rows.append(req)
         if self._active:
-            self.stats.steps += 1
-            self.times.masked_steps += 1
+            self._count_step()
         self.times.add("compile", compile_s)
         self.times.add("sync", time.perf_counter() - t0 - compile_s)
 
@@ -227,6 +270,8 @@ class DraftMasker:
         """Set forbidden tokens to -inf on every active row (rows beyond `begin`'s are untouched)."""
         self._drain()
         n = logits.shape[0]
+        if self._watch:
+            self._open(n)
         active = [i for i in self._active if i < n]
         if not active:
             return
@@ -250,7 +295,7 @@ class DraftMasker:
                 req = self._req(i)
                 req.active = False
                 req.dead = True
-                self._limits.setdefault(i, req.draft_advances)
+                self._limits.setdefault(i, req.drawn)
                 self.stats.dead_rows += 1
         if len(keep) != len(active):
             self._active = [i for i in self._active if self._req(i).active]
@@ -270,7 +315,7 @@ class DraftMasker:
     def advance(self, token_ids: torch.Tensor) -> None:  # token_ids [B] int (any device)
         """Stage the sampled draft tokens; the active matchers accept them at the next use."""
         self._drain()
-        if not self._active:
+        if not self._active and not self._watch:
             return
         t0 = time.perf_counter()
         self._pending = self._stage(token_ids, "_host_ids")
@@ -296,9 +341,13 @@ class DraftMasker:
         for req in self._rows:
             if req is not None:
                 req.draft_advances = 0
+                req.drawn = 0
+                req.drafts = []
                 req.active = False
+                req.watching = False
         self._rows = []
         self._active = []
+        self._watch = []
         limits = {self._row_ids[i]: n for i, n in self._limits.items() if i < len(self._row_ids)}
         self.last_fallbacks = frozenset(limits)
         for rid in limits:
@@ -372,6 +421,15 @@ class DraftMasker:
             return
         t0 = time.perf_counter()
         ids = self._read(pending)
+        for i in [i for i in self._watch if i < len(ids)]:  # reasoning rows: record, feed nothing
+            req = self._req(i)
+            tok = int(ids[i])
+            if tok < 0:  # no draft here: nothing after it is drawn either
+                req.watching = False
+                continue
+            req.drafts.append(tok)
+            req.drawn += 1
+        self._watch = [i for i in self._watch if self._req(i).watching]
         active = [i for i in self._active if i < len(ids)]
         toks = [int(ids[i]) for i in active]
         if self.debug:
@@ -391,22 +449,69 @@ class DraftMasker:
         for req in reqs:
             req.active = False  # refused or placeholder: cannot happen for a masked row
         ok_by_req = {id(req): ok for (req, _), ok in zip(ok_rows, accepted, strict=True)}
-        for i, req in zip(active, reqs, strict=True):
+        for i, req, tok in zip(active, reqs, toks, strict=True):
             if ok_by_req.get(id(req), False):
                 req.draft_advances += 1
+                req.drawn += 1
+                if req.gate is not None:
+                    req.drafts.append(tok)
                 req.active = not req.matcher.is_terminated()  # finished inside the draft window
                 if not req.active:  # drafts after the end are unmasked: cut them here
-                    self._ends[i] = req.draft_advances
+                    self._ends[i] = req.drawn
             else:  # the draft is not one the mask allowed: keep only the drafts before it
-                self._limits.setdefault(i, req.draft_advances)
+                self._limits.setdefault(i, req.drawn)
                 self.stats.refused_rows += 1
         self._active = [i for i in self._active if self._req(i).active]
         self.times.add("advance", time.perf_counter() - t0)
+
+    def _count_step(self) -> None:
+        if not self._stepped:
+            self._stepped = True
+            self.stats.steps += 1
+            self.times.masked_steps += 1
+
+    def _open(self, n: int) -> None:
+        """Draft step `len(drafts)` of each watched (reasoning) row below `n`: when its drafts
+        so far end the reasoning, feed the matcher the drafts from the grammar start on and
+        mask the row from now on; else the row stays unmasked for this draft."""
+        still: list[int] = []
+        opened = False
+        for i in self._watch:
+            req = self._req(i)
+            if i >= n:
+                still.append(i)
+                continue
+            grammar_start, constraint_start = req.gate.draft_bounds(req.drafts) if req.gate else (0, 0)
+            if constraint_start > len(req.drafts):
+                self.stats.reasoning_rows += 1
+                still.append(i)
+                continue
+            req.watching = False
+            self.stats.reasoning_ends += 1
+            for k, tok in enumerate(req.drafts[grammar_start:]):
+                if req.matcher.is_terminated() or not req.matcher.accept_token(tok):
+                    self._limits.setdefault(i, grammar_start + k)  # keep the drafts before it
+                    self.stats.refused_rows += 1
+                    break
+                req.draft_advances += 1
+            else:
+                if req.matcher.is_terminated():  # an implicit end that also ends the grammar
+                    self._ends[i] = req.drawn
+                else:
+                    req.active = True
+                    opened = True
+        self._watch = still
+        if opened:
+            self._active = sorted(self._active + [i for i, r in enumerate(self._rows) if r is not None
+                                                  and r.active and i not in self._active])
+            self._count_step()
 
     def _sync(self, req: _Req, history: Sequence[int], new_tokens: Sequence[int]) -> None:
         new = [int(t) for t in new_tokens if t >= 0]
         if req.consumed != len(history):
             req.matcher.reset()
+            if req.gate is not None:
+                req.gate.reset()
             req.consumed = 0
             req.dead = False
             self.stats.resyncs += 1
@@ -414,6 +519,11 @@ class DraftMasker:
         self._feed(req, new)
 
     def _feed(self, req: _Req, tokens: Sequence[int]) -> None:
+        if req.gate is not None and not req.gate.ended and tokens:
+            start = req.gate.commit(tokens)  # the scheduler's accept_tokens: reasoning tokens skip the grammar
+            skip = len(tokens) if start is None else start
+            req.consumed += skip
+            tokens = tokens[skip:]
         for tok in tokens:
             req.consumed += 1
             if req.dead or req.matcher.is_terminated():

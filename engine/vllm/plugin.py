@@ -65,6 +65,16 @@ fill stays on the host (xgrammar has no device fill): overlapped with each draft
 multi-threaded across rows (`BatchGrammarMatcher`), but where one fill outlasts one draft
 forward (a large batch, a costly grammar state) the device waits for it.
 
+Reasoning (a `reasoning_parser` configured, `enable_in_reasoning` off): vLLM's scheduler
+leaves a grammar request unconstrained until the reasoning end and starts the grammar after
+it. The masker gets a per-request `engine.vllm.reasoning_gate.ReasoningGate` (vLLM's own
+constraint-bounds function, a reasoner of the configured class), so its draft rows are
+unmasked while the request reasons and masked from the row after the end, as the target's;
+its matcher is fed only the tokens after the end. The scheduler's per-request inputs of that
+rule (the frontend's `reasoning_ended`, `reasoning_parser_kwargs`) reach the workers in
+`SamplingParams.extra_args["specgate_reasoning"]`, set when the scheduler adds the request.
+Without a parser the grammar starts at the first output token, as the scheduler's does.
+
 Per-step draft length (opt-in, `SPECGATE_VLLM_STEP_K=1`; `engine.vllm.step_k_runner`): the
 propose wrapper lowers `scheduler_output.num_spec_tokens_to_schedule` for that call to the k
 `engine.vllm.step_k.StepK` picks for the batch (k=0 included), and restores it afterwards;
@@ -102,6 +112,7 @@ logger = logging.getLogger("specgate.vllm.plugin")
 
 MODES = ("off", "kernel-fix", "full")
 EXTRA_ARG = "specgate_draft_mask"
+REASONING_ARG = "specgate_reasoning"  # extra_args entry: the scheduler's per-request reasoning inputs
 _PATCHED = "_specgate_patched"
 _MASKABLE: tuple[Any, ...] = ()  # logits dtypes masked in place (filled in by install_draft_masking)
 
@@ -246,7 +257,33 @@ def install_scheduler_check() -> None:
         return out
 
     Scheduler.update_draft_token_ids = update_draft_token_ids  # type: ignore[method-assign]  # noqa: B950
+    add = Scheduler.add_request
+
+    @functools.wraps(add)
+    def add_request(self: Any, request: Any) -> Any:
+        _hand_reasoning_to_workers(request)
+        return add(self, request)
+
+    Scheduler.add_request = add_request  # type: ignore[method-assign]
     setattr(Scheduler, _PATCHED, True)
+
+
+def _hand_reasoning_to_workers(request: Any) -> None:
+    """EngineCore side: the frontend's `reasoning_ended` and `reasoning_parser_kwargs` of a
+    grammar request (what the scheduler's reasoning-end rule starts from) travel to the
+    workers in `SamplingParams.extra_args[REASONING_ARG]`: the workers see the sampling
+    params, not the engine request."""
+    so = getattr(request, "structured_output_request", None)
+    params = getattr(request, "sampling_params", None)
+    if so is None or params is None:
+        return
+    ended = getattr(so, "reasoning_ended", None)
+    kwargs = getattr(so, "reasoning_parser_kwargs", None)
+    if ended is None and not kwargs:
+        return
+    extra = dict(params.extra_args or {})
+    extra[REASONING_ARG] = {"ended": ended, "kwargs": kwargs}
+    params.extra_args = extra
 
 
 def _publish_worker(runner: Any) -> None:
@@ -485,9 +522,15 @@ def _make_masker(runner: Any) -> DraftMasker | None:
             key = get_structured_output_key(sampling_params.structured_outputs)
             return grammars.matcher(key, sampling_params.all_stop_token_ids)
 
+        try:
+            gate_fn = _reasoning_gate_fn(runner.vllm_config, backend.tokenizer)
+        except Exception:  # noqa: BLE001 - reasoning rows then draft nothing (refused), as without a gate
+            logger.exception("specgate: the reasoning parser is unavailable in this worker")
+            gate_fn = None
         masker = DraftMasker(compile_fn=compile_fn, vocab_size=vocab_size,
-                             debug=_env_flag("SPECGATE_VLLM_DEBUG", False), times=_times(runner))
+                             debug=_env_flag("SPECGATE_VLLM_DEBUG", False), times=_times(runner), gate_fn=gate_fn)
         runner._specgate_grammars = grammars
+        runner._specgate_reasoning = gate_fn is not None
     except Exception:  # noqa: BLE001 - never take the engine down: log and keep vLLM's path
         logger.exception("specgate: draft masking unavailable in this worker")
         runner._specgate_no_masker = True
@@ -495,6 +538,33 @@ def _make_masker(runner: Any) -> DraftMasker | None:
     runner._specgate_masker = masker
     runner._specgate_default_on = _env_flag("SPECGATE_VLLM_DRAFT_MASK", True)
     return masker
+
+
+def _reasoning_gate_fn(vllm_config: Any, tokenizer: Any) -> Any:
+    """The worker's copy of the scheduler's reasoning-end rule: a function of a request's
+    CachedRequestState returning its ReasoningGate, or None where the scheduler constrains
+    from the first token (no reasoning parser, `enable_in_reasoning`, no tokenizer)."""
+    config = getattr(vllm_config, "structured_outputs_config", None)
+    name = getattr(config, "reasoning_parser", "") if config is not None else ""
+    if not name or getattr(config, "enable_in_reasoning", False) or vllm_config.model_config.skip_tokenizer_init:
+        return None
+    from vllm.reasoning import ReasoningParserManager
+
+    from engine.vllm.reasoning_gate import ReasoningGate
+
+    plugin = getattr(config, "reasoning_parser_plugin", "")
+    if plugin and len(plugin) > 3:  # as StructuredOutputManager does
+        ReasoningParserManager.import_reasoning_parser(plugin)
+    reasoner_cls = ReasoningParserManager.get_reasoning_parser(name)
+
+    def gate_fn(state: Any) -> ReasoningGate:
+        extra = getattr(state.sampling_params, "extra_args", None) or {}
+        given = extra.get(REASONING_ARG) or {}
+        kwargs = given.get("kwargs") or {}
+        return ReasoningGate(reasoner=lambda: reasoner_cls(tokenizer=tokenizer, **kwargs),
+                             prompt_token_ids=state.prompt_token_ids or (), reasoning_ended=given.get("ended"))
+
+    return gate_fn
 
 
 def _prefetch_grammars(runner: Any, new_reqs: Any) -> None:
@@ -541,6 +611,7 @@ def _rows_for(runner: Any, default_on: bool, *, can_mask: bool = True) -> list[M
     backend other than xgrammar, or `can_mask` False: a draft model with its own
     vocabulary) is `unmaskable`: it will draft nothing."""
     requests = runner.requests
+    reasoning = getattr(runner, "_specgate_reasoning", False)
     discard = getattr(getattr(runner, "discard_request_mask", None), "np", None)
     rows: list[MaskRow] = []
     for i, rid in enumerate(runner.input_batch.req_ids):
@@ -556,7 +627,7 @@ def _rows_for(runner: Any, default_on: bool, *, can_mask: bool = True) -> list[M
             rows.append(MaskRow(req_id=rid, history=(), new_tokens=(), unmaskable=True, discard=dropped))
             continue
         rows.append(MaskRow(req_id=rid, history=state.output_token_ids, new_tokens=(), grammar_key=key,
-                            discard=dropped))
+                            discard=dropped, reasoning=state if reasoning else None))
     return rows
 
 

@@ -41,6 +41,8 @@ METRICS: dict[str, str] = {
     "cut_drafts": "Draft tokens removed because they could not be masked",
     "ended_drafts": "Draft tokens after a grammar's termination removed before the scheduler",
     "resyncs": "Matcher replays from the request history (preemption, resumption)",
+    "reasoning_rows": "Draft rows drawn unmasked because the request was still reasoning (as its target rows)",
+    "reasoning_ends": "Draft chains whose drafts ended a request's reasoning (masked from the next row on)",
     "plugin_seconds": "Host seconds spent in the plugin's own work (masks, matchers, wrappers)",
     "step_seconds": "Seconds of the worker steps the plugin timed (target forward + sampling + drafting)",
     "sched_sent_drafts": "Drafts of masked grammar requests handed to the scheduler",
