@@ -26,11 +26,16 @@ and says, character by character, whether it is still on course to resolve in sq
 - a keyword is never an alias or a qualifier; a quoted identifier (`"x"`, `` `x` ``, `[x]`)
   is a name in FROM and before `.`, elsewhere an opaque literal (Spider writes strings in
   double quotes); in `Q."col"` (or `` Q.`col` ``) the qualifier is checked as in `Q.*`
-  and the column's text is not read (the grammar allows the schema's columns there).
+  and the column's text is not read (the grammar allows the schema's columns there);
+- after FROM (ON, WHERE, ...) a bracketed or backticked name outside `Q.` is read while it
+  is typed (`quoted_choices`): the grammar reads `[x]` only as a qualifier and `` `x` `` as
+  a qualifier or a column of the schema, so its text must stay a prefix of a name in scope
+  (or, backticked, of a column), ASCII only (sqlite folds ASCII case only), and close on one;
+  elsewhere the text could close on a name nothing lets qualify (a dead end).
 
 `feed(text)` returns False at the first character that breaks a rule (state then undefined:
-feed a `copy()`); it sets `touched` when it consults the text of a closed quoted name (a
-name in FROM, or one before `.`): where it does not, the text is an opaque operand,
+feed a `copy()`); it sets `touched` when it consults the text of a quoted name (a closed
+name in FROM, or one before `.`; a checked name's, above, as it is typed): where it does not, the text is an opaque operand,
 forgotten at the next character, so texts differing only there read alike. `viable()` says
 whether the word being typed can still end well;
 `can_end()` whether the text may stop here. `word_set()` is the finite set of words the word
@@ -86,6 +91,15 @@ _AFTER_ITEM = {slot: _JOIN_WORDS | _FROM_END | {"on"} | ({"as"} if slot != "afte
 # like a function (`Date`) counts as a call's start there (`CAST(SUM(IIF(SUBSTRING(Date`)
 MAX_CALL_DEPTH = 5
 _BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
+_CHECKED = frozenset("`[")  # quoted-name openers whose text is checked after FROM (quoted_choices)
+
+
+@dataclass(frozen=True)
+class QuotedNames:
+    """The names (lower case, ASCII) a checked quoted name may spell, and all their prefixes."""
+
+    names: frozenset[str]
+    prefixes: frozenset[str]
 
 
 def _is_word(name: str) -> bool:
@@ -160,6 +174,7 @@ class SqlSchema:
         self.blocks: dict[tuple[object, ...], sql_glue.Block | None] = {}  # SqlScope.word_block's
         # SqlScope.word_set's at an operand: one frozenset per (bindings, aliases, after "(")
         self.operands: dict[tuple[object, ...], frozenset[str]] = {}
+        self.quoted: dict[tuple[object, ...], QuotedNames] = {}  # SqlScope.quoted_choices's
 
     def fitting_columns(self, required: frozenset[str]) -> frozenset[str]:
         """Columns col (identifiers) such that some table has all of `required` and col."""
@@ -174,7 +189,7 @@ class SqlScope:
     """Name-resolution state of one query being generated (see the module docstring)."""
 
     __slots__ = ("schema", "scopes", "parens", "calls", "callee", "mode", "word", "word_set_at_start", "word_block_at_start",
-                 "quoted", "pending", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
+                 "quoted", "checked", "pending", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
 
     def __init__(self, schema: SqlSchema) -> None:
         self.schema = schema
@@ -187,6 +202,7 @@ class SqlScope:
         self.word_set_at_start: frozenset[str] | None = None
         self.word_block_at_start: sql_glue.Block | None = None
         self.quoted = ""  # content of the quoted name being typed
+        self.checked: QuotedNames | None = None  # what that name may spell (None: not checked)
         self.pending: str | None = None  # a closed quoted name waiting for its next character
         self.qual: str | None = None  # after `Q.`: the qualifier whose column comes next
         self.operand = True  # an operand (not an operator) is expected next
@@ -210,7 +226,7 @@ class SqlScope:
         new.calls, new.callee = list(self.calls), self.callee
         new.mode, new.word, new.word_set_at_start = self.mode, self.word, self.word_set_at_start
         new.word_block_at_start = self.word_block_at_start
-        new.quoted, new.pending, new.qual = self.quoted, self.pending, self.qual
+        new.quoted, new.checked, new.pending, new.qual = self.quoted, self.checked, self.pending, self.qual
         new.operand, new.last, new.ended = self.operand, self.last, self.ended
         new.as_pending, new.touched = self.as_pending, self.touched
         return new
@@ -244,6 +260,28 @@ class SqlScope:
         return probe._char(" ") and probe._end_from() and not probe.parens
 
     # -- the word that may start here ---------------------------------------------------
+    def quoted_choices(self, opener: str) -> QuotedNames | None:
+        """What a quoted name opened here with `opener` may spell, None where it is not
+        checked: outside FROM's name slots, after FROM, a `[x]` (only a qualifier to the
+        grammar) must name a table or alias in scope, a `` `x` `` also a column of the schema
+        (the grammar's); `"x"` is never checked (it also spells a string)."""
+        scope = self.scopes[-1] if self.scopes else None
+        if opener not in _CHECKED or scope is None or scope.clause not in ("on", "after"):
+            return None
+        visible = tuple(sorted(name for name in self._visible() if not name.startswith("(")))
+        key = (opener, visible)
+        hit = self.schema.quoted.get(key)
+        if hit is None:
+            closer = _QUOTES[opener]
+            names = set(visible) | (self.schema.all_columns if opener == "`" else set())
+            kept = frozenset(name for name in names
+                             if name and name.isascii() and closer not in name and "\n" not in name)
+            hit = QuotedNames(kept, frozenset(name[:end] for name in kept for end in range(len(name) + 1)))
+            if len(self.schema.quoted) > _BLOCKS:
+                self.schema.quoted.clear()
+            self.schema.quoted[key] = hit
+        return hit
+
     def word_set(self) -> frozenset[str] | None:
         """Words (lower case) a word starting at this point must be a prefix of; None: any."""
         if self.mode or self.pending is not None or self.as_pending:
@@ -432,10 +470,18 @@ class SqlScope:
                 if ch == _QUOTES[mode]:
                     self.mode, self.last, self.operand = "", "w", False
                 return True
+            checked = self.checked
             if ch == _QUOTES[mode]:
                 self.mode = ""
+                if checked is not None:
+                    self.checked, self.touched = None, True
+                    if self.quoted.lower() not in checked.names:
+                        return False
                 return self._quoted_closed(self.quoted)
             self.quoted += ch
+            if checked is not None:
+                self.touched = True
+                return ch.isascii() and self.quoted.lower() in checked.prefixes
             return True
         if self.pending is not None:
             name, self.pending = self.pending, None
@@ -476,6 +522,10 @@ class SqlScope:
             return True
         if ch in _QUOTES:
             self.mode, self.quoted = ch, ""
+            self.checked = checked = self.quoted_choices(ch)
+            if checked is not None:
+                self.touched = True
+                return bool(checked.names)
             return True
         if ch == "'":
             self.mode = "'"
@@ -526,7 +576,7 @@ class SqlScope:
     def _quoted_closed(self, name: str) -> bool:
         low = name.lower()
         scope = self.scopes[-1] if self.scopes else None
-        if scope is not None and scope.clause in ("from", "on") and scope.slot in (
+        if scope is not None and scope.clause == "from" and scope.slot in (
                 "table", "after_table", "after_as", "after_sub"):
             self.touched = True
             return self._from_name(low, quoted=True)
@@ -535,7 +585,7 @@ class SqlScope:
 
     def _qualifier(self, name: str) -> bool:
         scope = self.scopes[-1] if self.scopes else None
-        if scope is None or name in KEYWORDS:
+        if scope is None or name in KEYWORDS or name.startswith("("):  # "(0)": a subquery's place
             return False
         if scope.clause != "select" and name not in self._visible():
             return False
