@@ -6,6 +6,12 @@ and says, character by character, whether it is still on course to resolve in sq
 
 - one `_Scope` per SELECT core (subqueries nest: `(` + SELECT opens one, its `)` closes it;
   UNION / INTERSECT / EXCEPT start a fresh core at the same depth);
+- in a select list, a word after a whole operand is an alias without AS (`COUNT(*) n`), and a
+  keyword there only a keyword in a keyword's place (after an operand FROM, AS, an operator
+  keyword, WHEN / THEN / ELSE / END inside a CASE at that depth (anywhere); after a binary NOT only IN /
+  LIKE / GLOB / BETWEEN; never `,` or FROM right after a keyword, FROM's own included):
+  the grammar also reads any keyword there as that alias (`a WHERE`, `a AND, b`), which
+  sqlite refuses;
 - before FROM, every `Q.col` adds col to the columns Q requires; `Q.col` is refused unless some
   table has all of Q's required columns and col (or Q is bound in an enclosing scope to a
   table that has col); a bare column is recorded;
@@ -84,6 +90,12 @@ _ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
 # any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
 _ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
 _OPERAND_ENDS = frozenset(("null", "end"))
+# the keywords that may follow a complete operand in a select list (any other word there is
+# an alias without AS, which the grammar also reads a keyword as: sqlite refuses it), and
+# those after a binary NOT
+_AFTER_OPERAND = frozenset("from as and or not in like glob between is when then else end".split())
+_AFTER_NOT = frozenset("in like glob between".split())
+_CASE_WORDS = frozenset("when then else end".split())  # only inside a CASE at its own depth
 # the keywords that may follow a FROM item, per slot (none after AS: an alias comes)
 _AFTER_ITEM = {slot: _JOIN_WORDS | _FROM_END | {"on"} | ({"as"} if slot != "after_alias" else set())
                for slot in ("after_table", "after_sub", "after_alias")} | {"after_as": frozenset()}
@@ -168,6 +180,9 @@ class SqlSchema:
         # strand it (the grammar goes on only with a space, the reader refuses the word `low`)
         self.words = {t: frozenset(filter(_is_word, cols)) for t, cols in self.columns.items()}
         self.all_words = frozenset(filter(_is_word, self.all_columns))
+        # the tables a bare word can spell in a FROM table slot (the grammar's; `from` is the
+        # keyword there: `a FROM FROM t` would read the first as an alias)
+        self.table_words = frozenset(filter(_is_word, self.tables)) - {"from"}
         self.functions = functions
         self._fits: dict[frozenset[str], frozenset[str]] = {}
         self.memo: dict[object, Any] = {}  # for the mask layer (its signature tables): shared by its matchers
@@ -189,7 +204,7 @@ class SqlScope:
     """Name-resolution state of one query being generated (see the module docstring)."""
 
     __slots__ = ("schema", "scopes", "parens", "calls", "callee", "mode", "word", "word_set_at_start", "word_block_at_start",
-                 "quoted", "checked", "pending", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
+                 "quoted", "checked", "pending", "cases", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
 
     def __init__(self, schema: SqlSchema) -> None:
         self.schema = schema
@@ -203,6 +218,7 @@ class SqlScope:
         self.word_block_at_start: sql_glue.Block | None = None
         self.quoted = ""  # content of the quoted name being typed
         self.checked: QuotedNames | None = None  # what that name may spell (None: not checked)
+        self.cases: tuple[int, ...] = ()  # the bracket depth of each open CASE (END closes one there)
         self.pending: str | None = None  # a closed quoted name waiting for its next character
         self.qual: str | None = None  # after `Q.`: the qualifier whose column comes next
         self.operand = True  # an operand (not an operator) is expected next
@@ -227,6 +243,7 @@ class SqlScope:
         new.mode, new.word, new.word_set_at_start = self.mode, self.word, self.word_set_at_start
         new.word_block_at_start = self.word_block_at_start
         new.quoted, new.checked, new.pending, new.qual = self.quoted, self.checked, self.pending, self.qual
+        new.cases = self.cases
         new.operand, new.last, new.ended = self.operand, self.last, self.ended
         new.as_pending, new.touched = self.as_pending, self.touched
         return new
@@ -234,7 +251,8 @@ class SqlScope:
     def signature(self) -> tuple[object, ...]:
         return (tuple(s.key() for s in self.scopes), tuple(self.parens), tuple(self.calls), self.callee,
                 self.mode, self.word.lower(),
-                self.quoted.lower(), self.pending, self.qual, self.operand, self.last, self.ended, self.as_pending)
+                self.quoted.lower(), self.pending, self.qual, self.operand, self.last, self.ended, self.as_pending,
+                self.cases)
 
     # -- text ---------------------------------------------------------------------------
     def feed(self, text: str) -> bool:
@@ -294,6 +312,8 @@ class SqlScope:
         if (scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth
                 and not self._resolved(scope)):
             return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
+        if scope.clause == "from" and scope.slot == "table" and len(self.parens) == scope.depth:
+            return self.schema.table_words
         if scope.clause == "from" and scope.slot == "after_alias":
             blocked = not self._resolved(scope)
             words = (_JOIN_WORDS - {"outer"}) | ({"on"} if scope.joined else set())  # OUTER: after LEFT
@@ -560,6 +580,12 @@ class SqlScope:
             self.ended = True
             return True
         if ch == ",":
+            if (scope is not None and len(self.parens) == scope.depth and scope.clause == "select"
+                    and last in ("k", "n")):
+                return False  # `a AND,`: the grammar's alias `AND`, which sqlite refuses
+            if (scope is not None and len(self.parens) == scope.depth and scope.clause == "from"
+                    and scope.slot == "table" and last == "k"):
+                return False  # `a FROM ,`: the grammar's alias `FROM`; no FROM item yet
             self.operand = True
             if scope is not None and len(self.parens) == scope.depth and scope.clause in ("from", "on"):
                 if scope.clause == "from" and not self._bind_plain_table():
@@ -624,6 +650,10 @@ class SqlScope:
             return True
         if scope.clause == "from" and scope.slot in ("table", "after_table", "after_as", "after_sub"):
             return self._from_name(low)
+        if (scope.clause == "select" and not self.operand and last not in ("k", "n")
+                and len(self.parens) == scope.depth):  # `COUNT(*) n`: an alias without AS
+            self._mut().aliases.add(low)
+            return True
         words = self.word_set_at_start
         self.operand = False
         if low in self.schema.functions:
@@ -669,6 +699,25 @@ class SqlScope:
         if (scope is not None and depth == scope.depth and scope.clause == "from"
                 and low not in _AFTER_ITEM.get(scope.slot, KEYWORDS)):
             return False  # the grammar reads `t OR` as `t` aliased `or`: never a keyword's place
+        if low == "from" and scope is not None and depth == scope.depth and scope.clause != "select":
+            return False  # `a FROM FROM t`: the grammar read the first as an alias (no table is `from`)
+        if scope is not None and depth == scope.depth and scope.clause == "select":
+            # the grammar also reads a keyword after a select-list operand as an alias (`a
+            # WHERE`, `a AND FROM`, `a NOT,`): only a keyword's own places are let through
+            if last == "n" and low not in _AFTER_NOT:
+                return False
+            if low == "from" and (self.operand or last == "k"):
+                return False
+            if not self.operand and last not in ("k", "n") and low not in _AFTER_OPERAND:
+                return False
+        if low == "case":
+            self.cases += (depth,)
+        elif low in _CASE_WORDS:  # only a CASE's (the grammar also reads `a THEN` as an alias)
+            if not self.cases or self.cases[-1] != depth:
+                return False
+            if low == "end":
+                self.cases = self.cases[:-1]
+        binary_not = low == "not" and not self.operand
         if low == "not":
             self.operand = self.operand  # unary NOT keeps an operand coming; `x NOT IN` does not
         else:
@@ -686,7 +735,7 @@ class SqlScope:
                 self._owned = True
             self.last = "k"
             return True
-        self.last = "w" if low in _OPERAND_ENDS else "k"  # NULL / END close an operand, as a name does
+        self.last = "w" if low in _OPERAND_ENDS else "n" if binary_not else "k"  # NULL / END close an operand
         if low == "cast":  # a call as far as nesting goes
             self.last, self.callee = "f", low
             return self._may_call(low, last)

@@ -17,7 +17,9 @@ Contract:
   `LEAD_SEMI`: a lone `;`; else `LEAD_OTHER`); `flags`: the characters at which a reading
   from a state with no word, qualifier or quoted name pending can refuse: `COMMA` (a `,`
   not inside a bracket the text opened: in FROM it binds the item before it, which may be
-  refused; the first such `,` decides, those after it cannot refuse), `RPAREN` (a `)`
+  refused, and in a select list or FROM right after a keyword (FROM itself) it is refused
+  (there COMMA kinds are not decided: the text before the `,` decides); the first such `,`
+  decides, those after it cannot refuse), `RPAREN` (a `)`
   closing a bracket opened before the text: a subquery's ends its FROM), `CLOSER` (a
   quoted name closing: in FROM's name slots its text is read), `CHECKED` (a `[` or `` ` ``
   name opening: after FROM its text is read as it is typed, SqlScope.quoted_choices).
@@ -216,12 +218,16 @@ def _flag_verdicts(settled: SqlScope, *, checking: bool = True) -> dict[int, boo
     subquery = True in settled.parens
     comma = settled.copy().feed(",")  # where FROM's `,` binds the item before it, it may refuse
     checks = checking and settled.quoted_choices("[") is not None
+    # right after a keyword in a select list a `,` is refused (`a AND,`), after anything else not
+    keyword_comma = inner is not None and inner.clause in ("select", "from") and settled.last in ("k", "n")
     verdicts = {}
     for flags in range(FLAGS):
         if flags & RPAREN and (subquery or (flags & COMMA and in_from)):
             continue  # a subquery's `)` ends its FROM; a `,` past a `)` meets FROM at another depth
         if flags & CLOSER and (name_slot or (flags & COMMA and in_from)):
             continue  # a quoted name in FROM is read (after FROM's `,` too: a table slot)
+        if flags & COMMA and keyword_comma:
+            continue  # refused only where the `,` comes first
         if flags & CHECKED and checks:
             continue  # the name's text is read as it is typed (checked_kinds)
         verdicts[flags] = comma if flags & COMMA else True
