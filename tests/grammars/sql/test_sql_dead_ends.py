@@ -61,7 +61,7 @@ def test_random_walks_reach_no_dead_end_on_every_schema(xgr_compiler: Any, path:
 def test_a_quoted_operand_after_from_is_no_dead_end(xgr_compiler: Any, opener: str, closer: str) -> None:
     """The dead end the slow walk over dog_kennels met: a quoted name that is no column is
     read by the grammar only as a qualifier, which the reader refuses unless the name is
-    bound. It is now refused as it is typed (`[x`), never once closed: every position
+    bound. Such a name is refused as it is typed (`[x`), never once closed: every position
     along the way allows some token, and a name in scope still qualifies."""
     compiled = _compiled(xgr_compiler, (TEXT2SQL / "spider" / "ddl" / "dog_kennels.sql").read_text())
     bitmask = xgr_compiler.allocate_bitmask(1)
