@@ -45,7 +45,9 @@ Contract:
   sqlite's argument count (`count(*)`, DISTINCT only in aggregates, `round` 1-2, `substr`
   2-3, `replace` 3, ...: what sqlite refuses for arity, the grammar refuses);
   table and column aliases (`AS T1`) are any identifier and a column may be qualified by a
-  table name or any alias. The schema-aware matcher adds identifier scopes on top of this
+  table name or any alias; a select-list alias may go without AS (`COUNT(*) n`; without a
+  schema AS is required: the grammar also reads a keyword there as the alias, which only
+  the scope layer refuses). The schema-aware matcher adds identifier scopes on top of this
   grammar (grammars.sql.mask.matcher: qualifiers, aliases and bare columns against the
   tables of each FROM). Known limits of the grammar itself, decided by that layer or by sqlite
   (grammars.sql.check; the gateway reports the verdict and can retry): a qualifier is not
@@ -213,7 +215,10 @@ def sql_ebnf(tables: dict[str, list[str]] | None) -> str:
         f"({comma} expr)*)? ({ws} {k['having']} {ws} expr)?",
         f"result_cols ::= result_col ({comma} result_col)*",
         'result_col ::= "*" | qualified_star | expr result_alias',
-        f'result_alias ::= "" | {as_ws} alias_name {_AFTER_ALIAS}',
+        # an alias without AS (`COUNT(*) n`) only with a schema: the scope layer then refuses a
+        # keyword the grammar reads as that alias too (`a WHERE FROM`), which sqlite refuses
+        f'result_alias ::= "" | {as_ws} alias_name'
+        + (f" | {ws} alias_name {_AFTER_ALIAS}" if tables is not None else f" {_AFTER_ALIAS}"),
         f"join ::= {comma} | {ws} join_kw {ws}",
         f"join_kw ::= {k['natural']} {ws} join_kind | join_kind",
         f"join_kind ::= {k['join']} | ({k['inner']} | {k['cross']}) {ws} {k['join']} | "

@@ -6,6 +6,12 @@ and says, character by character, whether it is still on course to resolve in sq
 
 - one `_Scope` per SELECT core (subqueries nest: `(` + SELECT opens one, its `)` closes it;
   UNION / INTERSECT / EXCEPT start a fresh core at the same depth);
+- in a select list, a word after a whole operand is an alias without AS (`COUNT(*) n`), and a
+  keyword there only a keyword in a keyword's place (after an operand FROM, AS, an operator
+  keyword, WHEN / THEN / ELSE / END inside a CASE at that depth (anywhere); after a binary NOT only IN /
+  LIKE / GLOB / BETWEEN; never `,` or FROM right after a keyword, FROM's own included):
+  the grammar also reads any keyword there as that alias (`a WHERE`, `a AND, b`), which
+  sqlite refuses;
 - before FROM, every `Q.col` adds col to the columns Q requires; `Q.col` is refused unless some
   table has all of Q's required columns and col (or Q is bound in an enclosing scope to a
   table that has col); a bare column is recorded;
@@ -26,11 +32,16 @@ and says, character by character, whether it is still on course to resolve in sq
 - a keyword is never an alias or a qualifier; a quoted identifier (`"x"`, `` `x` ``, `[x]`)
   is a name in FROM and before `.`, elsewhere an opaque literal (Spider writes strings in
   double quotes); in `Q."col"` (or `` Q.`col` ``) the qualifier is checked as in `Q.*`
-  and the column's text is not read (the grammar allows the schema's columns there).
+  and the column's text is not read (the grammar allows the schema's columns there);
+- after FROM (ON, WHERE, ...) a bracketed or backticked name outside `Q.` is read while it
+  is typed (`quoted_choices`): the grammar reads `[x]` only as a qualifier and `` `x` `` as
+  a qualifier or a column of the schema, so its text must stay a prefix of a name in scope
+  (or, backticked, of a column), ASCII only (sqlite folds ASCII case only), and close on one;
+  elsewhere the text could close on a name nothing lets qualify (a dead end).
 
 `feed(text)` returns False at the first character that breaks a rule (state then undefined:
-feed a `copy()`); it sets `touched` when it consults the text of a closed quoted name (a
-name in FROM, or one before `.`): where it does not, the text is an opaque operand,
+feed a `copy()`); it sets `touched` when it consults the text of a quoted name (a closed
+name in FROM, or one before `.`; a checked name's, above, as it is typed): where it does not, the text is an opaque operand,
 forgotten at the next character, so texts differing only there read alike. `viable()` says
 whether the word being typed can still end well;
 `can_end()` whether the text may stop here. `word_set()` is the finite set of words the word
@@ -79,6 +90,12 @@ _ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
 # any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
 _ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
 _OPERAND_ENDS = frozenset(("null", "end"))
+# the keywords that may follow a complete operand in a select list (any other word there is
+# an alias without AS, which the grammar also reads a keyword as: sqlite refuses it), and
+# those after a binary NOT
+_AFTER_OPERAND = frozenset("from as and or not in like glob between is when then else end".split())
+_AFTER_NOT = frozenset("in like glob between".split())
+_CASE_WORDS = frozenset("when then else end".split())  # only inside a CASE at its own depth
 # the keywords that may follow a FROM item, per slot (none after AS: an alias comes)
 _AFTER_ITEM = {slot: _JOIN_WORDS | _FROM_END | {"on"} | ({"as"} if slot != "after_alias" else set())
                for slot in ("after_table", "after_sub", "after_alias")} | {"after_as": frozenset()}
@@ -86,6 +103,15 @@ _AFTER_ITEM = {slot: _JOIN_WORDS | _FROM_END | {"on"} | ({"as"} if slot != "afte
 # like a function (`Date`) counts as a call's start there (`CAST(SUM(IIF(SUBSTRING(Date`)
 MAX_CALL_DEPTH = 5
 _BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
+_CHECKED = frozenset("`[")  # quoted-name openers whose text is checked after FROM (quoted_choices)
+
+
+@dataclass(frozen=True)
+class QuotedNames:
+    """The names (lower case, ASCII) a checked quoted name may spell, and all their prefixes."""
+
+    names: frozenset[str]
+    prefixes: frozenset[str]
 
 
 def _is_word(name: str) -> bool:
@@ -154,12 +180,16 @@ class SqlSchema:
         # strand it (the grammar goes on only with a space, the reader refuses the word `low`)
         self.words = {t: frozenset(filter(_is_word, cols)) for t, cols in self.columns.items()}
         self.all_words = frozenset(filter(_is_word, self.all_columns))
+        # the tables a bare word can spell in a FROM table slot (the grammar's; `from` is the
+        # keyword there: `a FROM FROM t` would read the first as an alias)
+        self.table_words = frozenset(filter(_is_word, self.tables)) - {"from"}
         self.functions = functions
         self._fits: dict[frozenset[str], frozenset[str]] = {}
         self.memo: dict[object, Any] = {}  # for the mask layer (its signature tables): shared by its matchers
         self.blocks: dict[tuple[object, ...], sql_glue.Block | None] = {}  # SqlScope.word_block's
         # SqlScope.word_set's at an operand: one frozenset per (bindings, aliases, after "(")
         self.operands: dict[tuple[object, ...], frozenset[str]] = {}
+        self.quoted: dict[tuple[object, ...], QuotedNames] = {}  # SqlScope.quoted_choices's
 
     def fitting_columns(self, required: frozenset[str]) -> frozenset[str]:
         """Columns col (identifiers) such that some table has all of `required` and col."""
@@ -174,7 +204,7 @@ class SqlScope:
     """Name-resolution state of one query being generated (see the module docstring)."""
 
     __slots__ = ("schema", "scopes", "parens", "calls", "callee", "mode", "word", "word_set_at_start", "word_block_at_start",
-                 "quoted", "pending", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
+                 "quoted", "checked", "pending", "cases", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
 
     def __init__(self, schema: SqlSchema) -> None:
         self.schema = schema
@@ -187,6 +217,8 @@ class SqlScope:
         self.word_set_at_start: frozenset[str] | None = None
         self.word_block_at_start: sql_glue.Block | None = None
         self.quoted = ""  # content of the quoted name being typed
+        self.checked: QuotedNames | None = None  # what that name may spell (None: not checked)
+        self.cases: tuple[int, ...] = ()  # the bracket depth of each open CASE (END closes one there)
         self.pending: str | None = None  # a closed quoted name waiting for its next character
         self.qual: str | None = None  # after `Q.`: the qualifier whose column comes next
         self.operand = True  # an operand (not an operator) is expected next
@@ -210,7 +242,8 @@ class SqlScope:
         new.calls, new.callee = list(self.calls), self.callee
         new.mode, new.word, new.word_set_at_start = self.mode, self.word, self.word_set_at_start
         new.word_block_at_start = self.word_block_at_start
-        new.quoted, new.pending, new.qual = self.quoted, self.pending, self.qual
+        new.quoted, new.checked, new.pending, new.qual = self.quoted, self.checked, self.pending, self.qual
+        new.cases = self.cases
         new.operand, new.last, new.ended = self.operand, self.last, self.ended
         new.as_pending, new.touched = self.as_pending, self.touched
         return new
@@ -218,7 +251,8 @@ class SqlScope:
     def signature(self) -> tuple[object, ...]:
         return (tuple(s.key() for s in self.scopes), tuple(self.parens), tuple(self.calls), self.callee,
                 self.mode, self.word.lower(),
-                self.quoted.lower(), self.pending, self.qual, self.operand, self.last, self.ended, self.as_pending)
+                self.quoted.lower(), self.pending, self.qual, self.operand, self.last, self.ended, self.as_pending,
+                self.cases)
 
     # -- text ---------------------------------------------------------------------------
     def feed(self, text: str) -> bool:
@@ -244,6 +278,28 @@ class SqlScope:
         return probe._char(" ") and probe._end_from() and not probe.parens
 
     # -- the word that may start here ---------------------------------------------------
+    def quoted_choices(self, opener: str) -> QuotedNames | None:
+        """What a quoted name opened here with `opener` may spell, None where it is not
+        checked: outside FROM's name slots, after FROM, a `[x]` (only a qualifier to the
+        grammar) must name a table or alias in scope, a `` `x` `` also a column of the schema
+        (the grammar's); `"x"` is never checked (it also spells a string)."""
+        scope = self.scopes[-1] if self.scopes else None
+        if opener not in _CHECKED or scope is None or scope.clause not in ("on", "after"):
+            return None
+        visible = tuple(sorted(name for name in self._visible() if not name.startswith("(")))
+        key = (opener, visible)
+        hit = self.schema.quoted.get(key)
+        if hit is None:
+            closer = _QUOTES[opener]
+            names = set(visible) | (self.schema.all_columns if opener == "`" else set())
+            kept = frozenset(name for name in names
+                             if name and name.isascii() and closer not in name and "\n" not in name)
+            hit = QuotedNames(kept, frozenset(name[:end] for name in kept for end in range(len(name) + 1)))
+            if len(self.schema.quoted) > _BLOCKS:
+                self.schema.quoted.clear()
+            self.schema.quoted[key] = hit
+        return hit
+
     def word_set(self) -> frozenset[str] | None:
         """Words (lower case) a word starting at this point must be a prefix of; None: any."""
         if self.mode or self.pending is not None or self.as_pending:
@@ -256,6 +312,8 @@ class SqlScope:
         if (scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth
                 and not self._resolved(scope)):
             return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
+        if scope.clause == "from" and scope.slot == "table" and len(self.parens) == scope.depth:
+            return self.schema.table_words
         if scope.clause == "from" and scope.slot == "after_alias":
             blocked = not self._resolved(scope)
             words = (_JOIN_WORDS - {"outer"}) | ({"on"} if scope.joined else set())  # OUTER: after LEFT
@@ -432,10 +490,18 @@ class SqlScope:
                 if ch == _QUOTES[mode]:
                     self.mode, self.last, self.operand = "", "w", False
                 return True
+            checked = self.checked
             if ch == _QUOTES[mode]:
                 self.mode = ""
+                if checked is not None:
+                    self.checked, self.touched = None, True
+                    if self.quoted.lower() not in checked.names:
+                        return False
                 return self._quoted_closed(self.quoted)
             self.quoted += ch
+            if checked is not None:
+                self.touched = True
+                return ch.isascii() and self.quoted.lower() in checked.prefixes
             return True
         if self.pending is not None:
             name, self.pending = self.pending, None
@@ -476,6 +542,10 @@ class SqlScope:
             return True
         if ch in _QUOTES:
             self.mode, self.quoted = ch, ""
+            self.checked = checked = self.quoted_choices(ch)
+            if checked is not None:
+                self.touched = True
+                return bool(checked.names)
             return True
         if ch == "'":
             self.mode = "'"
@@ -510,6 +580,12 @@ class SqlScope:
             self.ended = True
             return True
         if ch == ",":
+            if (scope is not None and len(self.parens) == scope.depth and scope.clause == "select"
+                    and last in ("k", "n")):
+                return False  # `a AND,`: the grammar's alias `AND`, which sqlite refuses
+            if (scope is not None and len(self.parens) == scope.depth and scope.clause == "from"
+                    and scope.slot == "table" and last == "k"):
+                return False  # `a FROM ,`: the grammar's alias `FROM`; no FROM item yet
             self.operand = True
             if scope is not None and len(self.parens) == scope.depth and scope.clause in ("from", "on"):
                 if scope.clause == "from" and not self._bind_plain_table():
@@ -526,7 +602,7 @@ class SqlScope:
     def _quoted_closed(self, name: str) -> bool:
         low = name.lower()
         scope = self.scopes[-1] if self.scopes else None
-        if scope is not None and scope.clause in ("from", "on") and scope.slot in (
+        if scope is not None and scope.clause == "from" and scope.slot in (
                 "table", "after_table", "after_as", "after_sub"):
             self.touched = True
             return self._from_name(low, quoted=True)
@@ -535,7 +611,7 @@ class SqlScope:
 
     def _qualifier(self, name: str) -> bool:
         scope = self.scopes[-1] if self.scopes else None
-        if scope is None or name in KEYWORDS:
+        if scope is None or name in KEYWORDS or name.startswith("("):  # "(0)": a subquery's place
             return False
         if scope.clause != "select" and name not in self._visible():
             return False
@@ -574,6 +650,10 @@ class SqlScope:
             return True
         if scope.clause == "from" and scope.slot in ("table", "after_table", "after_as", "after_sub"):
             return self._from_name(low)
+        if (scope.clause == "select" and not self.operand and last not in ("k", "n")
+                and len(self.parens) == scope.depth):  # `COUNT(*) n`: an alias without AS
+            self._mut().aliases.add(low)
+            return True
         words = self.word_set_at_start
         self.operand = False
         if low in self.schema.functions:
@@ -619,6 +699,25 @@ class SqlScope:
         if (scope is not None and depth == scope.depth and scope.clause == "from"
                 and low not in _AFTER_ITEM.get(scope.slot, KEYWORDS)):
             return False  # the grammar reads `t OR` as `t` aliased `or`: never a keyword's place
+        if low == "from" and scope is not None and depth == scope.depth and scope.clause != "select":
+            return False  # `a FROM FROM t`: the grammar read the first as an alias (no table is `from`)
+        if scope is not None and depth == scope.depth and scope.clause == "select":
+            # the grammar also reads a keyword after a select-list operand as an alias (`a
+            # WHERE`, `a AND FROM`, `a NOT,`): only a keyword's own places are let through
+            if last == "n" and low not in _AFTER_NOT:
+                return False
+            if low == "from" and (self.operand or last == "k"):
+                return False
+            if not self.operand and last not in ("k", "n") and low not in _AFTER_OPERAND:
+                return False
+        if low == "case":
+            self.cases += (depth,)
+        elif low in _CASE_WORDS:  # only a CASE's (the grammar also reads `a THEN` as an alias)
+            if not self.cases or self.cases[-1] != depth:
+                return False
+            if low == "end":
+                self.cases = self.cases[:-1]
+        binary_not = low == "not" and not self.operand
         if low == "not":
             self.operand = self.operand  # unary NOT keeps an operand coming; `x NOT IN` does not
         else:
@@ -636,7 +735,7 @@ class SqlScope:
                 self._owned = True
             self.last = "k"
             return True
-        self.last = "w" if low in _OPERAND_ENDS else "k"  # NULL / END close an operand, as a name does
+        self.last = "w" if low in _OPERAND_ENDS else "n" if binary_not else "k"  # NULL / END close an operand
         if low == "cast":  # a call as far as nesting goes
             self.last, self.callee = "f", low
             return self._may_call(low, last)

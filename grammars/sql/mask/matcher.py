@@ -22,7 +22,12 @@ Contract (the Matcher contract of grammars.matcher, plus):
   reading consults that text (SqlScope.touched: FROM's alias slots; but a punctuation
   token closing one fresh quoted name, sql_punct.known_names, per opaque shape still),
   either shape less a leading blank where reading a blank leaves the signature unchanged;
-  inside a literal (only tokens holding its closer are read), per reading shape of the text
+  inside a checked quoted name (SqlScope.quoted_choices: `[x` after FROM) only the tokens
+  keeping its text a prefix of one of its names, or closing on one, are kept (a vocabulary
+  mask per text typed, grammars.sql.mask.vocab.inside_checked), those closing it read one by
+  one; punctuation tokens ending inside such a name by its text
+  (grammars.sql.mask.punct.checked_kinds); inside a literal (only tokens holding its
+  closer are read), per reading shape of the text
   after the first closer (the text before it only extends the literal), per token where
   that reading consults a closed name's text
   (SqlScope.touched). A fill whose
@@ -56,7 +61,7 @@ import torch
 
 from grammars.matcher import Matcher
 from grammars.sql.mask.literal_rows import LiteralRows
-from grammars.sql.mask.punct import known_names, punctuation_verdicts
+from grammars.sql.mask.punct import checked_kinds, known_names, punctuation_verdicts
 from grammars.sql.mask.vocab import BIG_KINDS, SqlVocab, opaque_shape, pack_ids, reading_shape
 from grammars.sql.scope import Hashed, SqlSchema, SqlScope
 
@@ -174,8 +179,17 @@ class ScopedSqlMatcher(Matcher):
             if accepted or refused:
                 decided = self.vocab.punct_mask(accepted | refused).view(np.uint32) & self._not_stops
                 refusals = self.vocab.punct_mask(refused).view(np.uint32) & self._not_stops
+            kinds, names = checked_kinds(state)
+            if kinds:  # tokens ending inside a checked quoted name: by the name's text
+                tails, tails_refused = self.vocab.checked_tails(kinds, names)
+                decided = tails.view(np.uint32) | (0 if decided is None else decided)
+                refusals = tails_refused.view(np.uint32) | (0 if refusals is None else refusals)
+            keep = self._keep(state)
+            if state.mode and state.checked is not None:  # inside a checked quoted name
+                keep = keep & (self.vocab.inside_checked(_CLOSERS[state.mode], state.quoted.lower(), state.checked)
+                               | self._stop_bits.view(np.int32))
             table = _SignatureTable(
-                self._keep(state), self._stop_bits, decided=decided, refused=refusals,
+                keep, self._stop_bits, decided=decided, refused=refusals,
                 read=self._index.closing[state.mode] if state.mode else self._index.unclassed,
                 unspaced=not state.mode and self._blank_keeps(state))
             while len(self._memo) >= _TABLES:
@@ -232,6 +246,10 @@ class ScopedSqlMatcher(Matcher):
         after = state.copy()
         if not after.feed(kind):
             return self._none
+        if after.mode:  # the word is inside a literal or quoted name: read only where checked
+            checked = after.checked
+            return None if checked is None else self.vocab.allowed(
+                kind, after.quoted.lower(), checked.names, numbers=False)
         allowed = after.word_set()
         if allowed is not None:
             return self.vocab.allowed(kind, "", allowed)

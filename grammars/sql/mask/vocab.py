@@ -24,6 +24,8 @@ by the mask layer (grammars.sql.mask.matcher), cheap because a SQL grammar allow
   `exceptions` (its bits outside kind k mean nothing: AND it with kind k's pieces). Built from the
   pieces of kind k whose word starts with a given string (a range of the kind's sorted words,
   indexed by `prepare()` or on first use) and `allowed`; cached like it.
+- `checked_tails(kinds, names)` and `inside_checked(closer, typed, names)`: the masks of a
+  checked quoted name (grammars.sql.scope.SqlScope.quoted_choices), cached like `allowed`.
 - `closing[c]` (c one of ' " ` ]) is the int32 word mask [W] of the tokens containing c: inside
   a literal or quoted name, only those can change what SqlScope reads; `blank` the tokens
   that are whitespace only and `ops` those made of whitespace and operator characters
@@ -51,7 +53,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from grammars.sql.mask.punct import KINDS, punctuation
+from grammars.sql.mask.punct import KINDS, open_tail, punctuation
+from grammars.sql.scope import QuotedNames
 
 BIG_KINDS = ("", " ", ".", "(", "=", ",")  # the kinds with a whole-vocabulary mask
 _PIECE = re.compile(r"([^A-Za-z0-9_$]*)([A-Za-z0-9_$]+)\Z")
@@ -102,13 +105,15 @@ def canonical_pre(pre: str) -> str:
 
 
 _OPEN = {"'": "'", '"': '"', "`": "`", "[": "]"}
+_CHECKED_CLOSERS = frozenset("`]")  # SqlScope reads these names' text as it is typed (quoted_choices)
 
 
 def reading_shape(text: str) -> str:
     """`text` as SqlScope reads it from outside a literal: identifier runs lower-cased,
     whitespace runs as " ", other non-structural runs as "=", the content of a '...' literal
     dropped (only its quotes kept), a quoted name's kept lower-cased when it closes in the
-    token (an unclosed one's content is read only once it closes, so it is dropped)."""
+    token or is a `[` / `` ` `` one (read as typed where checked, SqlScope.quoted_choices);
+    an unclosed `"` one's content is read only once it closes, so it is dropped."""
     out: list[str] = []
     closer = ""
     opened = 0  # len(out) right after the opening quote of an unclosed quoted name
@@ -117,8 +122,8 @@ def reading_shape(text: str) -> str:
             if ch == closer:
                 out.append(ch)
                 closer = ""
-            elif closer != "'":  # a quoted name: its text matters once it closes
-                out.append(ch.lower())
+            elif closer != "'":  # a quoted name: its text matters (ASCII case folded, as sqlite's)
+                out.append(ch.lower() if ch.isascii() else ch)
             continue
         if ch in IDENT:
             out.append(ch.lower())
@@ -129,14 +134,15 @@ def reading_shape(text: str) -> str:
         out.append(c)
         closer = _OPEN.get(ch, "")
         opened = len(out)
-    if closer and closer != "'":
-        del out[opened:]
+    if closer and closer not in _CHECKED_CLOSERS and closer != "'":
+        del out[opened:]  # a `"` name's text, unread until it closes (a `[` / `` ` `` one's is read as typed)
     return "".join(out)
 
 
 def opaque_shape(shape: str) -> str:
     """A reading shape with the text of each closed quoted name dropped (`"x"` -> `""`, also
-    `` `x` `` and `[x]`) unless a `.` follows it (`"x".`: a qualifier, whose text matters).
+    `` `x` `` and `[x]`) unless a `.` follows it (`"x".`: a qualifier, whose text matters);
+    an unclosed name's text is kept (a `[` / `` ` `` one's is read as it is typed).
     Texts of one opaque shape read alike from any state where reading them consults no
     quoted name's text (SqlScope.touched stays False): elsewhere the name is an opaque
     operand, forgotten at the next character."""
@@ -155,6 +161,8 @@ def opaque_shape(shape: str) -> str:
         elif ch in _OPEN and ch != "'":
             closer, opened = _OPEN[ch], index + 1
         out.append(ch)
+    if closer:
+        out.append(shape[opened:])
     return "".join(out)
 
 
@@ -214,6 +222,13 @@ class SqlVocab:
             names = scans[token_id][1]
             if len(names) == 1:
                 self.name_of[token_id] = self.names.setdefault(names[0], len(self.names))
+        # punctuation tokens ending inside their one `[` / `` ` `` name: (id, opener, its text
+        # lower-cased, None when not ASCII: never a checked name's)
+        self._tails = [(token_id, tail[0], tail[1].lower() if tail[1].isascii() else None)
+                       for token_id in np.flatnonzero(self.punct_kind >= 0).tolist()
+                       if (tail := open_tail(self.text[token_id])) is not None]
+        self._lowered: dict[str, list[int]] | None = None  # ASCII text lower-cased -> ids
+        self._before: dict[str, dict[str, list[int]]] = {}  # closer -> ASCII text before it, lowered -> ids
         shape_ids: dict[str, int] = {}
         self.shape_id = np.asarray([shape_ids.setdefault(shape, len(shape_ids)) for shape in self.shape],
                                    dtype=np.int64)  # [V] id of the token's reading shape
@@ -303,9 +318,58 @@ class SqlVocab:
             self._store(key, hit)
         return hit
 
-    def allowed(self, kind: str, typed: str, words: frozenset[str]) -> npt.NDArray[np.int32]:
-        """Word pieces of `kind` that keep `typed + word` a prefix of one of `words`."""
-        key = (kind, typed, words)
+    def checked_tails(self, kinds: frozenset[int], names: dict[str, QuotedNames],
+                      ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+        """(decided, refused) int32 masks [W] of the punctuation tokens of `kinds` that end
+        inside their one `[` / `` ` `` name (grammars.sql.mask.punct.checked_kinds): refused
+        unless the name's text (ASCII, lower-cased) is one of `names[opener].prefixes`."""
+        key = ("tails", kinds, tuple(sorted(names.items())))
+        hit = self._hit(key)
+        if hit is None:
+            decided, refused = [], []
+            for token_id, opener, tail in self._tails:
+                if int(self.punct_kind[token_id]) in kinds:
+                    decided.append(token_id)
+                    if tail is None or tail not in names[opener].prefixes:
+                        refused.append(token_id)
+            hit = np.stack([pack_ids(np.asarray(ids, dtype=np.int64), self.num_words) for ids in (decided, refused)])
+            self._store(key, hit)
+        return hit[0], hit[1]
+
+    def inside_checked(self, closer: str, typed: str, names: QuotedNames) -> npt.NDArray[np.int32]:
+        """int32 mask [W] of the tokens that may come inside a checked quoted name (SqlScope
+        .quoted_choices) with `typed` (lower case) typed: ASCII texts keeping it a prefix of
+        one of `names.names`, and the tokens holding `closer` whose ASCII text before it
+        completes one (what follows the closer is not looked at)."""
+        key = ("inside", closer, typed, names)
+        hit = self._hit(key)
+        if hit is not None:
+            return hit
+        if self._lowered is None:
+            lowered: dict[str, list[int]] = {}
+            for token_id, text in enumerate(self.text):
+                if text and text.isascii():
+                    lowered.setdefault(text.lower(), []).append(token_id)
+            self._lowered = lowered
+        before = self._before.get(closer)
+        if before is None:
+            before = self._before[closer] = {}
+            for token_id, text in enumerate(self.text):
+                head = text.split(closer, 1)[0]
+                if len(head) < len(text) and head.isascii():
+                    before.setdefault(head.lower(), []).append(token_id)
+        rests = [name[len(typed):] for name in names.names if name.startswith(typed)]
+        ids = [token_id for text in {rest[:end] for rest in rests for end in range(1, len(rest) + 1)}
+               for token_id in self._lowered.get(text, ())]
+        ids += [token_id for rest in set(rests) for token_id in before.get(rest, ())]
+        hit = pack_ids(np.asarray(ids, dtype=np.int64), self.num_words)
+        self._store(key, hit)
+        return hit
+
+    def allowed(self, kind: str, typed: str, words: frozenset[str], *, numbers: bool = True) -> npt.NDArray[np.int32]:
+        """Word pieces of `kind` that keep `typed + word` a prefix of one of `words` (and,
+        with `numbers`, those starting with a digit when `typed` is "")."""
+        key = (kind, typed, words, numbers)
         hit = self._hit(key)
         if hit is not None:
             return hit
@@ -313,7 +377,7 @@ class SqlVocab:
         ids = [self._prefix_ids(kind, word[start:]) for word in words
                if len(word) > start and word.startswith(typed)]
         mask = pack_ids(np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64), self.num_words)
-        if not typed:
+        if not typed and numbers:
             mask = mask | self._digits.get(kind, self._no_digits)
         self._store(key, mask)
         return mask

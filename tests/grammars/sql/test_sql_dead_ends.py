@@ -5,7 +5,8 @@ Random walks (tests/grammars/sql_walks.py) sample tokens of the real Qwen2.5 voc
 the mask, over real schemas (Spider and BIRD DDL) and synthetic ones with odd names (spaces,
 quotes, keywords, non-ASCII), along random queries with select-list aliases referenced
 later, literals holding `=`, quotes and `%`, and random tokens. The regression cases are the
-dead ends such walks found: a bare select-list alias after FROM (`ORDER BY percentage`: the
+dead ends such walks found: a bracketed or backticked name after FROM that nothing lets
+qualify (`TYPEOF([x]`), a bare select-list alias after FROM (`ORDER BY percentage`: the
 grammar reads it only as a qualifier, the reader would not qualify it), SELECT / DISTINCT
 right after a call's bracket, and a column name with a space typed bare (`T1.Low`)."""
 
@@ -49,10 +50,6 @@ def test_random_walks_reach_no_dead_end(xgr_compiler: Any, ddl: str) -> None:
     assert report.tokens > 150
 
 
-# A dead end these walks still reach: a backtick / bracket quoted name as an operand after
-# FROM (`ON TYPEOF([x]`), which the grammar reads only as a qualifier, and the reader refuses
-# to qualify unless bound; refusing it while it is typed needs the mask layer to read tokens
-# inside such a name (it reads only those holding the closer).
 @pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(TEXT2SQL.glob("*/ddl/*.sql")), ids=lambda p: p.stem)
 def test_random_walks_reach_no_dead_end_on_every_schema(xgr_compiler: Any, path: pathlib.Path) -> None:
@@ -60,17 +57,29 @@ def test_random_walks_reach_no_dead_end_on_every_schema(xgr_compiler: Any, path:
     assert report.dead_ends == [] and report.refused == []
 
 
-@pytest.mark.xfail(strict=True, reason="quoted operand after FROM: a known dead end")
-@pytest.mark.parametrize("operand", ["[x]", "`x`"])
-def test_a_quoted_operand_after_from_is_no_dead_end(xgr_compiler: Any, operand: str) -> None:
-    """The dead end the slow walk over dog_kennels met (seed 1, before backticked columns
-    changed its path): a quoted name that is no column is read by the grammar only as a
-    qualifier, which the reader refuses unless the name is bound."""
-    matcher = _compiled(xgr_compiler, (TEXT2SQL / "spider" / "ddl" / "dog_kennels.sql").read_text()).matcher()
-    assert matcher.accept_text(f"SELECT dog_id FROM Dogs WHERE TYPEOF({operand}")
+@pytest.mark.parametrize("opener,closer", [("[", "]"), ("`", "`")])
+def test_a_quoted_operand_after_from_is_no_dead_end(xgr_compiler: Any, opener: str, closer: str) -> None:
+    """The dead end the slow walk over dog_kennels met: a quoted name that is no column is
+    read by the grammar only as a qualifier, which the reader refuses unless the name is
+    bound. Such a name is refused as it is typed (`[x`), never once closed: every position
+    along the way allows some token, and a name in scope still qualifies."""
+    compiled = _compiled(xgr_compiler, (TEXT2SQL / "spider" / "ddl" / "dog_kennels.sql").read_text())
     bitmask = xgr_compiler.allocate_bitmask(1)
-    matcher.fill_mask(bitmask, 0)
-    assert unpack_bitmask(bitmask, xgr_compiler.vocab_size)[0].any()
+    prefix = "SELECT dog_id FROM Dogs WHERE TYPEOF("
+    for name, accepted in ((f"{opener}x{closer}", False), (f"{opener}Dogs{closer}.dog_id)", True)):
+        matcher = compiled.matcher()
+        assert matcher.accept_text(prefix)
+        for ch in name:
+            matcher.fill_mask(bitmask, 0)
+            assert unpack_bitmask(bitmask, xgr_compiler.vocab_size)[0].any()
+            if not matcher.accept_text(ch):
+                break
+        else:
+            assert accepted, name
+            continue
+        assert not accepted and ch == "x", (name, ch)
+    # a backticked column is an operand, not a qualifier
+    assert compiled.matcher().accept_text(f"{prefix}`dog_id`) = 'integer'")
 
 
 @pytest.mark.parametrize("ddl,text", [

@@ -213,6 +213,8 @@ def test_mask_equals_token_by_token_reading(xgr_compiler: Any) -> None:
     'SELECT "T1".Name FROM "stadium" AS "T1" WHERE "T1".Capacity =',
     'SELECT T1.',  # a column, `*` or a quoted column (its text not read) may follow
     'SELECT T1.Name FROM stadium AS T1 WHERE T1.',
+    'SELECT T1.Name FROM stadium AS T1 WHERE',  # ` [T1`, `(\`Cap`: read as typed
+    'SELECT T1.Name FROM stadium AS T1 WHERE T1.Capacity = (',
 ])
 def test_mask_reads_quoted_names_where_their_text_matters(xgr_compiler: Any, prefix: str) -> None:
     # ` "_"` and ` ""` share an opaque shape; in an alias slot only ` ""` fits, so a mask that
@@ -233,6 +235,9 @@ def test_mask_reads_quoted_names_where_their_text_matters(xgr_compiler: Any, pre
     "SELECT T1.Name FROM singer AS [T",
     "SELECT T1.`Na",  # a qualified column, quoted: the grammar's names, the reader's operand
     'SELECT T1.Name FROM singer AS T1 WHERE T1."Ag',
+    "SELECT T1.Name FROM singer AS T1 WHERE [T",  # checked as typed: a name in scope
+    "SELECT T1.Name FROM singer AS T1 WHERE [t1",  # ... closing on it, then `.`
+    "SELECT T1.Name FROM singer AS T1 WHERE `Na",  # ... or a column of the schema
 ])
 def test_mask_inside_a_literal_equals_token_by_token_reading(xgr_compiler: Any, prefix: str) -> None:
     # inside a literal, tokens that close it are read once per shape of their text after

@@ -13,15 +13,19 @@ import pytest
 
 from grammars.sql.grammar import FUNCTIONS
 from grammars.sql.mask.punct import (
+    CHECKED,
     CLOSER,
     COMMA,
+    FLAGS,
     LEAD_DOT,
     LEAD_DOT0,
     LEAD_OTHER,
     LEAD_SEMI,
     LEAD_STAR,
     RPAREN,
+    checked_kinds,
     known_names,
+    open_tail,
     punctuation_kind,
     punctuation_verdicts,
 )
@@ -30,20 +34,23 @@ from tests.grammars.sql.test_sql_scope import _compiled, _gold, _tables
 
 
 @pytest.mark.parametrize("text,kind", [
-    ('="', LEAD_OTHER * 8),
-    ("),\n", LEAD_OTHER * 8 + RPAREN + COMMA),
-    ("(*)", LEAD_OTHER * 8),  # its `)` closes the bracket it opened
-    ("(,", LEAD_OTHER * 8),  # a comma inside a bracket the text opened
-    ("),(", LEAD_OTHER * 8 + RPAREN + COMMA),
-    (' ""', LEAD_OTHER * 8 + CLOSER),
-    ('"a")', LEAD_OTHER * 8 + CLOSER + RPAREN),
-    ("'x;y,)'", LEAD_OTHER * 8),  # a string's content is never read
-    ("'", LEAD_OTHER * 8),
-    (" ;\n", LEAD_SEMI * 8),
-    (".,", LEAD_DOT0 * 8 + COMMA),
-    (" .", LEAD_DOT * 8),
-    (" *(", LEAD_STAR * 8),
-    ("，", LEAD_OTHER * 8),  # non-ASCII: read as an operator
+    ('="', LEAD_OTHER * FLAGS),
+    ("),\n", LEAD_OTHER * FLAGS + RPAREN + COMMA),
+    ("(*)", LEAD_OTHER * FLAGS),  # its `)` closes the bracket it opened
+    ("(,", LEAD_OTHER * FLAGS),  # a comma inside a bracket the text opened
+    ("),(", LEAD_OTHER * FLAGS + RPAREN + COMMA),
+    (' ""', LEAD_OTHER * FLAGS + CLOSER),
+    ('"a")', LEAD_OTHER * FLAGS + CLOSER + RPAREN),
+    ("'x;y,)'", LEAD_OTHER * FLAGS),  # a string's content is never read
+    ("'", LEAD_OTHER * FLAGS),
+    (" ;\n", LEAD_SEMI * FLAGS),
+    (".,", LEAD_DOT0 * FLAGS + COMMA),
+    (" .", LEAD_DOT * FLAGS),
+    (" *(", LEAD_STAR * FLAGS),
+    ("，", LEAD_OTHER * FLAGS),  # non-ASCII: read as an operator
+    ("([T", LEAD_OTHER * FLAGS + CHECKED),  # a bracketed name opens: read as typed after FROM
+    (" `x`)", LEAD_OTHER * FLAGS + CHECKED + CLOSER + RPAREN),
+    ('"[x', LEAD_OTHER * FLAGS),  # a `[` inside a double-quoted name is its text
     ('"a".', -1),  # a qualifier: its name is read
     ("a=", -1),
     (");", -1),
@@ -130,6 +137,9 @@ _BEYOND_VOCABULARY = [',"singer",', ' , "singer" ,', '),', ') ,', '"T1",', ' "" 
     "SELECT name FROM singer UNION SELECT name FROM singer",
     "SELECT 1.",  # a decimal point
     "SELECT name AS n FROM singer ORDER BY n",
+    "SELECT name FROM singer AS T1 WHERE T1.Age = ",  # a `[` / `` ` `` name is checked as typed
+    "SELECT name FROM singer AS T1 JOIN concert AS T2 ON (",
+    "SELECT name FROM singer WHERE Singer_ID IN (SELECT Singer_ID FROM singer_in_concert) AND (",
 ])
 def test_verdicts_equal_readings_for_every_text_at_built_states(xgr_compiler: Any, prefix: str) -> None:
     vocab = _compiled(xgr_compiler, "concert_singer").matcher().vocab
@@ -195,3 +205,32 @@ def test_known_names_hold_the_names_a_reading_tells_apart() -> None:
     for name in ("zz", "", "-"):
         assert name not in known and reads(name)
     assert {"stadium", "capacity", "count"} <= known  # a table, a column, a function
+
+
+@pytest.mark.parametrize("prefix", [
+    "SELECT name FROM singer AS T1 WHERE T1.Age = ",
+    "SELECT name FROM singer AS T1 JOIN concert AS T2 ON (",
+    "SELECT name FROM singer WHERE Singer_ID IN (SELECT Singer_ID FROM singer_in_concert AS s WHERE (",
+    "SELECT name FROM singer GROUP BY name HAVING count(",
+])
+def test_checked_kinds_equal_readings_of_texts_ending_inside_a_name(xgr_compiler: Any, prefix: str) -> None:
+    """After FROM a text ending inside its `[` / `` ` `` name is accepted iff the name's text
+    is a prefix of a name in scope (or, backticked, of a column): every such token of the
+    vocabulary, and texts beyond it, against token-by-token readings."""
+    vocab = _compiled(xgr_compiler, "concert_singer").matcher().vocab
+    scope = SqlScope(SqlSchema(_tables("concert_singer"), FUNCTIONS))
+    assert scope.feed(prefix)
+    kinds, names = checked_kinds(scope)
+    assert kinds and set(names) == {"[", "`"}
+    texts = [text for text in vocab.text if open_tail(text) is not None]
+    texts += ["[t1", " [T", "`singer_i", "(`Nam", "[S", "[singer", "`é", "[", "`"]
+    seen = collections.Counter()
+    for text in texts:
+        if punctuation_kind(text) not in kinds:
+            continue
+        opener, tail = open_tail(text) or ("", "")
+        verdict = tail.isascii() and tail.lower() in names[opener].prefixes
+        probe = scope.copy()
+        assert (probe.feed(text) and probe.viable()) == verdict, text
+        seen[verdict] += 1
+    assert seen[True] >= 5 and seen[False] > 100, seen
