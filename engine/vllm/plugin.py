@@ -387,22 +387,32 @@ def _worker_recent_drafts(worker: Any, reset: bool = False) -> dict[str, Any]:
             "steps": record.steps(reset=reset) if record is not None else None}
 
 
-FAULTS = ("unmasked_q", "unmaskable")
+FAULTS = ("unmasked_q", "unmaskable", "rank_rng")
 
 
 def _worker_fault(worker: Any, fault: str | None = None) -> str | None:
-    """`collective_rpc("specgate_fault", kwargs={"fault": "unmasked_q" | "unmaskable" | None})`,
-    for tests: "unmasked_q" samples each masked draft from the masked q but hands vLLM's
-    rejection sampler the q of the raw draft logits (the output law is then no longer the
-    target's: a test must catch it); "unmaskable" treats every grammar row as one the
-    masker cannot mirror (the fallback path: it must draft nothing and be counted). None
-    restores the plugin. Returns the fault now set."""
+    """`collective_rpc("specgate_fault", kwargs={"fault": "unmasked_q" | "unmaskable" |
+    "rank_rng" | None})`, for tests: "unmasked_q" samples each masked draft from the masked q
+    but hands vLLM's rejection sampler the q of the raw draft logits (the output law is then
+    no longer the target's: a test must catch it); "unmaskable" treats every grammar row as
+    one the masker cannot mirror (the fallback path: it must draft nothing and be counted);
+    "rank_rng" reseeds the global RNG of every tensor-parallel rank but the first, once (the
+    ranks' probabilistic drafts part: the engine is no longer sound, a test must see it in
+    the ranks' records; None does not undo it). None restores the plugin. Returns the fault
+    now set."""
     if fault is not None and fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; one of {FAULTS}")
     drafter = getattr(worker.model_runner, "drafter", None) or getattr(worker.model_runner, "speculator", None)
     if drafter is None:
         return None
     drafter._specgate_fault = fault
+    if fault == "rank_rng":
+        import torch
+        from vllm.distributed import get_tp_group
+
+        rank = get_tp_group().rank_in_group
+        if rank > 0:
+            torch.manual_seed(7919 * rank)
     if fault is not None:
         logger.warning("specgate: fault %r injected in this worker (tests only)", fault)
     return fault

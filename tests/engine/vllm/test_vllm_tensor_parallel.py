@@ -101,3 +101,19 @@ async def test_both_ranks_draft_the_same_tokens_from_the_same_masks(engine: Any,
         matcher = grammar.matcher()
         assert all(matcher.accept_token(t) for t in ids)
     assert sum(s.draft_tokens for _, s in results) > 0
+
+
+async def test_ranks_that_draw_different_drafts_are_seen(engine: Any) -> None:
+    """The comparison's power, and what a disagreement does on CPU: rank 1's RNG reseeded
+    (the "rank_rng" fault), T=0.8 drafts part from the first step. Nothing hangs (every
+    collective's shape comes from the scheduler), but rank 1 feeds its own drafts to its draft
+    model and its own tokens to its matchers, so its matchers refuse rows and its records
+    differ. Last in the module: the engine is unsound afterwards."""
+    grammar = _grammar(engine)
+    assert await engine.llm.collective_rpc("specgate_fault", kwargs={"fault": "rank_rng"}) == ["rank_rng"] * 2
+    await engine.llm.collective_rpc("specgate_recent_drafts", kwargs={"reset": True})
+    await asyncio.wait_for(asyncio.gather(*[_run(engine, f"rng-{i}", grammar, 0.8) for i in range(4)]), 300)
+    r0, r1 = sorted(await engine.llm.collective_rpc("specgate_recent_drafts"), key=lambda r: r["tp_rank"])
+    differ = sum(a != b for a, b in zip(r0["steps"], r1["steps"], strict=False))
+    print(f"rank_rng: {differ} of {len(r0['steps'])} draft steps differ")
+    assert r0["steps"] and differ > 0
