@@ -306,12 +306,14 @@ class VllmEngine:
 
     async def _unmasked_steps(self, request_id: str) -> int:
         """Steps of a finished request whose drafts the plugin cut because it could not mask
-        them (`usage.speculative.unmasked_steps`), summed over the workers."""
+        them (`usage.speculative.unmasked_steps`): the largest count over the workers (every
+        tensor-parallel rank drafts and counts the same steps; a pipeline stage without the
+        drafter counts none)."""
         try:
             counts = await self.llm.collective_rpc("specgate_request_counts", kwargs={"req_ids": [request_id]})
         except Exception:  # noqa: BLE001 - a count must never fail the request it describes
             return 0
-        return sum(int(c.get(request_id, 0)) for c in counts if isinstance(c, dict))
+        return max((int(c.get(request_id, 0)) for c in counts if isinstance(c, dict)), default=0)
 
     async def abort(self, request_id: str) -> None:
         if self.dead_reason is None and request_id in self._live:

@@ -8,6 +8,8 @@ own draft i into draft forward i+1 and keeps its own q. The test reads each rank
 draft steps (`collective_rpc("specgate_recent_drafts")`) after JSON-schema requests at T=0
 and T=0.8 (concurrent, so rows mix) and asserts that both ranks drafted the same tokens
 from the same masks with the same q, step by step, and that the outputs are grammar-valid.
+A request the plugin cannot mask counts its cut steps once, not once per rank. Last, the
+comparison's power: a rank whose RNG is reseeded drafts differently, and the records show it.
 """
 
 from __future__ import annotations
@@ -101,6 +103,23 @@ async def test_both_ranks_draft_the_same_tokens_from_the_same_masks(engine: Any,
         matcher = grammar.matcher()
         assert all(matcher.accept_token(t) for t in ids)
     assert sum(s.draft_tokens for _, s in results) > 0
+
+
+async def test_a_request_that_cannot_be_masked_counts_its_steps_once(engine: Any) -> None:
+    """Both ranks count the steps they cut (the "unmaskable" fault); the request's
+    `unmasked_steps` is one rank's count (about one per decode step), not the ranks' sum."""
+    grammar = _grammar(engine)
+    assert await engine.llm.collective_rpc("specgate_fault", kwargs={"fault": "unmaskable"}) == ["unmaskable"] * 2
+    try:
+        results = await asyncio.gather(*[_run(engine, f"unmaskable-{i}", grammar, 0.8) for i in range(2)])
+    finally:
+        await engine.llm.collective_rpc("specgate_fault", kwargs={"fault": None})
+    print(f"unmaskable: (unmasked_steps, steps) {[(s.unmasked_steps, s.steps) for _, s in results]}")
+    for ids, stats in results:
+        assert stats.draft_tokens == 0
+        assert stats.steps <= stats.unmasked_steps <= stats.steps + 1
+        matcher = grammar.matcher()
+        assert all(matcher.accept_token(t) for t in ids)
 
 
 async def test_ranks_that_draw_different_drafts_are_seen(engine: Any) -> None:
