@@ -296,9 +296,27 @@ def _hand_reasoning_to_workers(request: Any) -> None:
     params.extra_args = extra
 
 
+def _first_tp_rank() -> bool:
+    """Whether this worker is its tensor-parallel group's first rank (True outside vLLM's
+    distributed state)."""
+    try:
+        from vllm.distributed import get_tp_group
+
+        return bool(get_tp_group().rank_in_group == 0)
+    except (ImportError, AssertionError, AttributeError):
+        return True
+
+
 def _publish_worker(runner: Any) -> None:
     """This worker's counters and times to the shared stats directory (forced when a
-    fallback counter moved, so none goes unseen)."""
+    fallback counter moved, so none goes unseen). Only the first rank of a tensor-parallel
+    group publishes: every rank masks the same rows, and the directory's totals sum over
+    processes (the other ranks' counters: `collective_rpc("specgate_draft_mask_stats")`)."""
+    first = getattr(runner, "_specgate_first_tp_rank", None)
+    if first is None:
+        first = runner._specgate_first_tp_rank = _first_tp_rank()
+    if not first:
+        return
     masker: DraftMasker | None = getattr(runner, "_specgate_masker", None)
     from engine.vllm.draft_mask import DraftMaskStats
 

@@ -44,6 +44,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory, qwen_tokenizer: Any) -> Any
     draft = _build(root / "draft", seed=1, bonus={three: 4.0, two: 2.0})
     os.environ["SPECGATE_VLLM_DEBUG"] = "1"
     os.environ["SPECGATE_VLLM_RECORD_DRAFTS"] = "1"
+    os.environ["SPECGATE_VLLM_STATS_INTERVAL_S"] = "0"  # every step's counters published
     try:
         eng = build_engine(EngineConfig(model=str(target), draft_model=str(draft), backend="vllm", drafter="model",
                                         k=K, max_model_len=256, max_num_seqs=8, dtype="float32",
@@ -77,8 +78,12 @@ def _grammar(eng: Any) -> Any:
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 async def test_both_ranks_draft_the_same_tokens_from_the_same_masks(engine: Any, temperature: float) -> None:
+    from engine.vllm.shared_stats import read_totals
+
     grammar = _grammar(engine)
     await engine.llm.collective_rpc("specgate_recent_drafts", kwargs={"reset": True})
+    masked_before = [s["masked_rows"] for s in await engine.llm.collective_rpc("specgate_draft_mask_stats")]
+    before = read_totals()
     results = await asyncio.gather(*[_run(engine, f"tp{temperature}-{i}", grammar, temperature) for i in range(4)])
     ranks = await engine.llm.collective_rpc("specgate_recent_drafts")
     assert sorted(r["tp_rank"] for r in ranks) == [0, 1]
@@ -94,7 +99,12 @@ async def test_both_ranks_draft_the_same_tokens_from_the_same_masks(engine: Any,
     assert len(steps0) == len(steps1)
     for i, (a, b) in enumerate(zip(steps0, steps1, strict=True)):
         assert a == b, f"step {i}: rank 0 {a} != rank 1 {b}"
-    for stats in await engine.llm.collective_rpc("specgate_draft_mask_stats"):
+    masker_stats = await engine.llm.collective_rpc("specgate_draft_mask_stats")
+    after = read_totals()
+    # the shared counters count the group once: the first rank's masked rows, not the sum
+    assert after.get("masked_rows", 0) - before.get("masked_rows", 0) == \
+        masker_stats[0]["masked_rows"] - masked_before[0]
+    for stats in masker_stats:
         assert stats["masked_rows"] > 0
         for key in ("dead_rows", "refused_rows", "resyncs", "unmaskable_rows", "no_masker_rows"):
             assert stats[key] == 0, key
