@@ -14,7 +14,7 @@ Process model: vLLM spawns EngineCore and worker processes; the specgate plugin 
 before the engine starts (SPECGATE_VLLM_MODE, SPECGATE_VLLM_DRAFT_MASK, SPECGATE_VLLM_STEP_K; VLLM_USE_V2_MODEL_RUNNER=0
 so a vLLM 0.32-0.33 GPU build runs the V1 model runner the plugin patches; on vLLM >= 0.34 the
 speculative method is the plugin's `specgate_draft` (`engine.vllm.params`); VLLM_CPU_OMP_THREADS_BIND defaults to
-all CPUs this process may use; on CPU, tcmalloc and Intel OpenMP are prepended to LD_PRELOAD
+the CPUs this process may use, split into one list per tensor-parallel rank (`cpu_bind`); on CPU, tcmalloc and Intel OpenMP are prepended to LD_PRELOAD
 when found, as vLLM's CPU docs require, unless SPECGATE_VLLM_PRELOAD=0). Errors: PromptTooLongError (prompt does not fit),
 EngineOverloadedError (more than max_num_seqs + max_queue requests in flight),
 GenerationError (vLLM finished a request with an error), EngineDeadError (vLLM's engine core
@@ -68,9 +68,25 @@ def plugin_installed() -> bool:
     return any(ep.name == PLUGIN_ENTRY_POINT for ep in eps)
 
 
-def _cpu_bind() -> str:
-    cpus = sorted(os.sched_getaffinity(0))
-    return ",".join(str(c) for c in cpus)
+def cpu_bind(ranks: int, cpus: Sequence[int] | None = None) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND for `ranks` local workers (tensor x pipeline parallel): this
+    process's CPUs split into `ranks` contiguous lists joined by "|" (vLLM's CPU executor
+    asserts one list per local rank). With fewer CPUs than ranks, ranks share CPUs."""
+    ids = sorted(os.sched_getaffinity(0)) if cpus is None else sorted(cpus)
+    if ranks <= 1:
+        return ",".join(str(c) for c in ids)
+    if len(ids) < ranks:
+        return "|".join(str(ids[r % len(ids)]) for r in range(ranks))
+    size, extra = divmod(len(ids), ranks)
+    lists, start = [], 0
+    for r in range(ranks):
+        end = start + size + (1 if r < extra else 0)
+        lists.append(",".join(str(c) for c in ids[start:end]))
+        start = end
+    return "|".join(lists)
+
+
+_BIND_SET: str | None = None  # the VLLM_CPU_OMP_THREADS_BIND this module last set
 
 
 _TCMALLOC_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
@@ -106,8 +122,12 @@ def preload_for_vllm(found: dict[str, str | None]) -> list[str]:
             for name, path in found.items()]
 
 
-def _configure_env(*, plugin_mode: str, draft_mask: bool, device: str, step_k: bool = False) -> list[str]:
-    """Environment for vLLM's processes; returns startup-log lines (the CPU preloads found)."""
+def _configure_env(*, plugin_mode: str, draft_mask: bool, device: str, step_k: bool = False,
+                   ranks: int = 1) -> list[str]:
+    """Environment for vLLM's processes; returns startup-log lines (the CPU preloads found).
+    VLLM_CPU_OMP_THREADS_BIND is set per engine (`ranks` local workers) unless the operator
+    set it."""
+    global _BIND_SET
     os.environ["SPECGATE_VLLM_MODE"] = plugin_mode
     os.environ["SPECGATE_VLLM_DRAFT_MASK"] = "1" if draft_mask else "0"
     os.environ["SPECGATE_VLLM_STEP_K"] = "1" if step_k else "0"
@@ -115,7 +135,8 @@ def _configure_env(*, plugin_mode: str, draft_mask: bool, device: str, step_k: b
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     notes: list[str] = []
     if device == "cpu":
-        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_bind())
+        if os.environ.get("VLLM_CPU_OMP_THREADS_BIND") in (None, _BIND_SET):
+            _BIND_SET = os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cpu_bind(ranks)
         if os.environ.get("SPECGATE_VLLM_PRELOAD", "1") != "0":
             notes = preload_for_vllm(find_preload_libraries())
         else:
@@ -285,12 +306,14 @@ class VllmEngine:
 
     async def _unmasked_steps(self, request_id: str) -> int:
         """Steps of a finished request whose drafts the plugin cut because it could not mask
-        them (`usage.speculative.unmasked_steps`), summed over the workers."""
+        them (`usage.speculative.unmasked_steps`): the largest count over the workers (every
+        tensor-parallel rank drafts and counts the same steps; a pipeline stage without the
+        drafter counts none)."""
         try:
             counts = await self.llm.collective_rpc("specgate_request_counts", kwargs={"req_ids": [request_id]})
         except Exception:  # noqa: BLE001 - a count must never fail the request it describes
             return 0
-        return sum(int(c.get(request_id, 0)) for c in counts if isinstance(c, dict))
+        return max((int(c.get(request_id, 0)) for c in counts if isinstance(c, dict)), default=0)
 
     async def abort(self, request_id: str) -> None:
         if self.dead_reason is None and request_id in self._live:
@@ -339,7 +362,7 @@ def build_vllm_engine(config: EngineConfig) -> VllmEngine:
     if opts.plugin_mode != "off" and allow is not None and PLUGIN_ENTRY_POINT not in allow.split(","):
         raise RuntimeError(f"VLLM_PLUGINS={allow!r} excludes {PLUGIN_ENTRY_POINT}")
     notes = _configure_env(plugin_mode=opts.plugin_mode, draft_mask=config.draft_mask, device=config.device,
-                           step_k=opts.step_k)
+                           step_k=opts.step_k, ranks=opts.tensor_parallel_size)
 
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
     from vllm.engine.arg_utils import AsyncEngineArgs

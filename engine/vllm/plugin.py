@@ -38,6 +38,14 @@ What `register()` does, per `SPECGATE_VLLM_MODE` (read in each process; the gate
   Requests without a grammar, or with `SamplingParams.extra_args["specgate_draft_mask"]`
   false (default from `SPECGATE_VLLM_DRAFT_MASK`, "1"), keep vLLM's behaviour.
 
+Tensor parallelism: every rank's runner drafts and masks (the scheduler keeps rank 0's
+drafts). With SPECGATE_VLLM_RECORD_DRAFTS=1 each runner keeps an `engine.vllm.draft_record
+.DraftRecord` of its recent draft steps (drafts, digests of the applied masks and of q),
+returned with the worker's ranks by `collective_rpc("specgate_recent_drafts", kwargs={"reset":
+bool})`, so the ranks can be compared (V1 runner only). vLLM 0.32 draws probabilistic drafts
+from each worker's global RNG, seeded alike on every rank and drawn in the same order, so the
+ranks agree as long as nothing draws from it on one rank only; the plugin draws nothing.
+
 Timing: every runner step (`execute_model` + `sample_tokens`) and every phase of the plugin's
 own host work is summed in the runner's `engine.vllm.timing.PluginTimes`; vLLM's
 `collective_rpc("specgate_plugin_times", kwargs={"reset": bool})` returns it from each worker
@@ -104,6 +112,7 @@ from typing import Any
 
 from engine.vllm import step_k_runner
 from engine.vllm.draft_mask import DraftMasker, MaskRow
+from engine.vllm.draft_record import DraftRecord
 from engine.vllm.grammar_cache import WorkerGrammars
 from engine.vllm.shared_stats import Publisher, ensure_stats_dir, register_collector
 from engine.vllm.timing import PluginTimes
@@ -216,6 +225,7 @@ def _install_worker_rpcs() -> None:
     WorkerBase.specgate_draft_mask_stats = _worker_mask_stats  # type: ignore[attr-defined]
     WorkerBase.specgate_request_counts = _worker_request_counts  # type: ignore[attr-defined]
     WorkerBase.specgate_fault = _worker_fault  # type: ignore[attr-defined]
+    WorkerBase.specgate_recent_drafts = _worker_recent_drafts  # type: ignore[attr-defined]
 
 
 _SCHED_COUNTS = {"sched_sent_drafts": 0, "sched_kept_drafts": 0}
@@ -286,9 +296,27 @@ def _hand_reasoning_to_workers(request: Any) -> None:
     params.extra_args = extra
 
 
+def _first_tp_rank() -> bool:
+    """Whether this worker is its tensor-parallel group's first rank (True outside vLLM's
+    distributed state)."""
+    try:
+        from vllm.distributed import get_tp_group
+
+        return bool(get_tp_group().rank_in_group == 0)
+    except (ImportError, AssertionError, AttributeError):
+        return True
+
+
 def _publish_worker(runner: Any) -> None:
     """This worker's counters and times to the shared stats directory (forced when a
-    fallback counter moved, so none goes unseen)."""
+    fallback counter moved, so none goes unseen). Only the first rank of a tensor-parallel
+    group publishes: every rank masks the same rows, and the directory's totals sum over
+    processes (the other ranks' counters: `collective_rpc("specgate_draft_mask_stats")`)."""
+    first = getattr(runner, "_specgate_first_tp_rank", None)
+    if first is None:
+        first = runner._specgate_first_tp_rank = _first_tp_rank()
+    if not first:
+        return
     masker: DraftMasker | None = getattr(runner, "_specgate_masker", None)
     from engine.vllm.draft_mask import DraftMaskStats
 
@@ -357,22 +385,52 @@ def _worker_request_counts(worker: Any, req_ids: list[str]) -> dict[str, int]:
     return counts
 
 
-FAULTS = ("unmasked_q", "unmaskable")
+def _record(runner: Any) -> DraftRecord | None:
+    """The runner's DraftRecord when SPECGATE_VLLM_RECORD_DRAFTS=1 (read once per runner)."""
+    if not hasattr(runner, "_specgate_record"):
+        runner._specgate_record = DraftRecord() if _env_flag("SPECGATE_VLLM_RECORD_DRAFTS", False) else None
+    record: DraftRecord | None = runner._specgate_record
+    return record
+
+
+def _worker_recent_drafts(worker: Any, reset: bool = False) -> dict[str, Any]:
+    """`collective_rpc("specgate_recent_drafts", kwargs={"reset": bool})`: this worker's
+    ranks and its recorded draft steps (`engine.vllm.draft_record`; `steps` is None when
+    recording is off)."""
+    from vllm.distributed import get_pp_group, get_tp_group
+
+    record = _record(_holder(worker))
+    return {"rank": int(getattr(worker, "rank", 0)), "tp_rank": get_tp_group().rank_in_group,
+            "pp_rank": get_pp_group().rank_in_group,
+            "steps": record.steps(reset=reset) if record is not None else None}
+
+
+FAULTS = ("unmasked_q", "unmaskable", "rank_rng")
 
 
 def _worker_fault(worker: Any, fault: str | None = None) -> str | None:
-    """`collective_rpc("specgate_fault", kwargs={"fault": "unmasked_q" | "unmaskable" | None})`,
-    for tests: "unmasked_q" samples each masked draft from the masked q but hands vLLM's
-    rejection sampler the q of the raw draft logits (the output law is then no longer the
-    target's: a test must catch it); "unmaskable" treats every grammar row as one the
-    masker cannot mirror (the fallback path: it must draft nothing and be counted). None
-    restores the plugin. Returns the fault now set."""
+    """`collective_rpc("specgate_fault", kwargs={"fault": "unmasked_q" | "unmaskable" |
+    "rank_rng" | None})`, for tests: "unmasked_q" samples each masked draft from the masked q
+    but hands vLLM's rejection sampler the q of the raw draft logits (the output law is then
+    no longer the target's: a test must catch it); "unmaskable" treats every grammar row as
+    one the masker cannot mirror (the fallback path: it must draft nothing and be counted);
+    "rank_rng" reseeds the global RNG of every tensor-parallel rank but the first, once (the
+    ranks' probabilistic drafts part: the engine is no longer sound, a test must see it in
+    the ranks' records; None does not undo it). None restores the plugin. Returns the fault
+    now set."""
     if fault is not None and fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; one of {FAULTS}")
     drafter = getattr(worker.model_runner, "drafter", None) or getattr(worker.model_runner, "speculator", None)
     if drafter is None:
         return None
     drafter._specgate_fault = fault
+    if fault == "rank_rng":
+        import torch
+        from vllm.distributed import get_tp_group
+
+        rank = get_tp_group().rank_in_group
+        if rank > 0:
+            torch.manual_seed(7919 * rank)
     if fault is not None:
         logger.warning("specgate: fault %r injected in this worker (tests only)", fault)
     return fault
@@ -689,6 +747,22 @@ def _wrap_propose(orig: Any) -> Any:
 
 def _propose(self: Any, orig: Any, drafter: Any, model_drafter: bool, t_start: float, scheduler_output: Any,
              sampled_token_ids: Any, *args: Any, **kwargs: Any) -> Any:
+    record = _record(self) if model_drafter else None
+    if record is None:
+        return _propose_masked(self, orig, drafter, model_drafter, t_start, scheduler_output, sampled_token_ids,
+                               *args, **kwargs)
+    drafter._specgate_record = record
+    try:
+        drafts = _propose_masked(self, orig, drafter, model_drafter, t_start, scheduler_output, sampled_token_ids,
+                                 *args, **kwargs)
+    finally:
+        drafter._specgate_record = None
+    record.close(list(self.input_batch.req_ids), drafts)
+    return drafts
+
+
+def _propose_masked(self: Any, orig: Any, drafter: Any, model_drafter: bool, t_start: float, scheduler_output: Any,
+                    sampled_token_ids: Any, *args: Any, **kwargs: Any) -> Any:
     masker = _make_masker(self) if model_drafter else None
     if masker is None:
         drafts = orig(self, scheduler_output, sampled_token_ids, *args, **kwargs)
@@ -744,6 +818,9 @@ def _wrap_sample_draft(orig: Any) -> Any:
         if masker is None or not masker.any_active or getattr(self, "use_heterogeneous_vocab", False):
             out = orig(self, hidden_states, sampling_metadata)
             step_k_runner.mark_draft(self)
+            record: DraftRecord | None = getattr(self, "_specgate_record", None)
+            if record is not None:
+                record.sample(None, out[1])
             return out
         if masker.debug:
             ids = getattr(self, "input_ids", None)
@@ -763,6 +840,9 @@ def _wrap_sample_draft(orig: Any) -> Any:
         masker.advance(draft_token_ids)
         masker.times.add("cast", t1 - t0)
         step_k_runner.mark_draft(self)
+        record = getattr(self, "_specgate_record", None)
+        if record is not None:
+            record.sample(logits, draft_probs)
         return draft_token_ids, draft_probs
 
     return _sample_draft_tokens
