@@ -45,9 +45,11 @@ N_LAW = 600
 BONUS_NORM = 8.0
 
 
-def _build(out: pathlib.Path, *, seed: int, bonus: dict[int, float]) -> pathlib.Path:
+def _build(out: pathlib.Path, *, seed: int, bonus: dict[int, float],
+           tokenizer_files: list[pathlib.Path] | None = None) -> pathlib.Path:
     """A tiny Qwen2 whose logits are ~flat (within ~0.2) except `bonus` on given tokens (the
-    conftest `logit_bonus` construction, with head size 32)."""
+    conftest `logit_bonus` construction, with head size 32), saved with `tokenizer_files`
+    (default: the Qwen2.5 tokenizer and chat template)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -66,8 +68,11 @@ def _build(out: pathlib.Path, *, seed: int, bonus: dict[int, float]) -> pathlib.
     model.eval()
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-        shutil.copy(QWEN_TOKENIZER_DIR / name, out / name)
+    if tokenizer_files is None:
+        tokenizer_files = [QWEN_TOKENIZER_DIR / name
+                           for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")]
+    for path in tokenizer_files:
+        shutil.copy(path, out / path.name)
     return out
 
 

