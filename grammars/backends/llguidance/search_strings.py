@@ -5,7 +5,7 @@ any string that *contains* a match, so llguidance's lexeme for it is `"` C* P C*
 string character). After one digit is written its lexer state is a union
 (`C* P C* " | \\d{3}-\\d{2} C* "`), and llguidance's slicer, which adds whole precomputed
 token sets when the state is a `C*`-headed repeat, gives up: every fill inside such a string
-walks the whole token trie (~2 ms on Qwen's 151k tokens; the JSON mask tail of issue #16).
+walks the whole token trie (~2 ms on Qwen's 151k tokens: the tail of JSON mask fill times).
 
 `sliceable_twin(schema)` returns a second string schema whose language is a subset of
 `schema`'s: strings that start with plain characters (`[^"\\\\\\x00-\\x1F\\x7F]*`, llguidance's

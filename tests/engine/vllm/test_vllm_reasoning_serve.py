@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.engine.vllm.test_vllm_exact import _build
-from tests.engine.vllm.test_vllm_serve import _env, _metric, _port, _server, _wait_ready
+from tests.engine.vllm.test_vllm_serve import _env, _metric, _port, _server, _stop, _wait_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
@@ -77,12 +77,7 @@ def test_reasoning_then_json_drafts_masked_after_think_end(tmp_path: pathlib.Pat
                 bodies.append(r.json())
             metrics = httpx.get(f"{base}/metrics", timeout=30).text
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop(proc)
     answered = 0
     for body in bodies:
         choice = body["choices"][0]

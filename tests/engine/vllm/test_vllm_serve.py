@@ -87,6 +87,16 @@ def _wait_ready(proc: subprocess.Popen[str], port: int, timeout_s: float) -> boo
     return False
 
 
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """Terminate the server; kill it if it has not exited within a minute."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _metric(text: str, name: str) -> float:
     for line in text.splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
@@ -138,12 +148,7 @@ def test_json_schema_through_vllm_serve_with_masked_drafts(tmp_path: pathlib.Pat
                 bodies.append(r.json())
             metrics = httpx.get(f"{base}/metrics", timeout=30).text
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop(proc)
     for body in bodies:
         choice = body["choices"][0]
         if choice["finish_reason"] == "stop":
