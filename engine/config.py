@@ -74,7 +74,10 @@ class EngineConfig:
     "forced" (grammar-forced tokens only) or "none" (no speculation). Every drafter except
     "none" also proposes grammar-forced tokens for free; a request's `prediction` text, when
     given, drives the drafts ahead of the configured drafter. `k`: draft tokens per step,
-    0..16 (0 = no speculation).
+    0..16 (0 = no speculation). `span_tokens` (torch engine): grammar-forced tokens a step's
+    draft chain may add beyond K (a forced text's canonical tokens, `engine.drafters.span`:
+    no draft forward, q one-hot, exact), 0..16, 0 = one-token forced rows only; with adaptive
+    K the measured verify costs and the forced tokens' acceptance decide how many pay.
 
     `draft_mask=False` drafts from the raw draft logits (what other engines do), with
     `unmasked_mode` "argmax" (vLLM's default) or "sample"; verification stays exact. A
@@ -108,6 +111,7 @@ class EngineConfig:
     backend: Backend = "torch"
     drafter: DrafterName = "model"
     k: int = 4
+    span_tokens: int = 8
     adaptive_k: bool | None = None
     draft_mask: bool = True
     unmasked_mode: UnmaskedMode = "argmax"
@@ -151,6 +155,8 @@ class EngineConfig:
             raise ValueError("grammar_compile_timeout_s must be > 0 and grammar_disk_cache_mb >= 0")
         if not 0 <= self.k <= K_MAX:
             raise ValueError(f"k must be in 0..{K_MAX}, got {self.k}")
+        if not 0 <= self.span_tokens <= K_MAX:
+            raise ValueError(f"span_tokens must be in 0..{K_MAX}, got {self.span_tokens}")
         if self.drafter == "model" and not self.draft_model:
             raise ValueError("drafter 'model' needs draft_model")
         if self.max_model_len < 2:

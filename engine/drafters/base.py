@@ -14,9 +14,16 @@ end its proposal with ONE refused token (`ends_refused`), which verification rej
 certainty (p = 0 there) and replaces by a recovered token from norm((p - q)+): keeping it,
 rather than truncating, is what keeps the output law exact for sampled raw drafts.
 
+Grammar-forced drafts (`ForcedWalk`): a position whose mask allows exactly one token, or the
+next token of the forced text the matcher's jump-forward string gives (`engine.drafters.span`),
+needs no drafter's choice; `Proposal.forced` flags them. `propose(ctx, k=, span=)`: `k`
+bounds the drafter's own choices (a draft model's forwards), `span` the grammar-forced tokens
+a chain may hold beyond them (a forced token past `span` takes one of the `k` slots); the
+chain never outgrows the verify masks (`ctx.bitmask` rows - 1).
+
 `walk_forced_and_lookup` is the shared loop of model-free drafters: at each position a
-grammar-forced token (mask allows exactly one) is proposed for free, else the drafter's
-next guess if the grammar allows it; the first refused guess ends the proposal.
+grammar-forced token is proposed for free, else the drafter's next guess if the grammar
+allows it; the first refused guess ends the proposal.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import torch
 from tokenmask import forced_token, token_allowed
 
 if TYPE_CHECKING:
+    from engine.drafters.span import ForcedSpans
     from engine.torch_engine.kv_cache import ModelCache
     from engine.torch_engine.transform import RequestTransform
     from grammars import Matcher
@@ -45,6 +53,7 @@ class DraftContext(Protocol):
     draft_kv: ModelCache | None
     transform: RequestTransform
     generator: torch.Generator
+    spans: ForcedSpans | None       # canonical tokens of forced texts (None: one-token rows only)
 
     @property
     def output_ids(self) -> list[int]: ...
@@ -60,12 +69,41 @@ class Proposal:
     forwards: int = 0                        # draft-model forwards spent
     dropped: int = 0                         # drafted tokens the grammar refused, cut before verification
     mask_rows: int = 0                       # rows 0.. of ctx.bitmask written: the masks after drafts[:i]
+    forced: tuple[bool, ...] = ()            # per draft: placed by the grammar, not chosen by the drafter
 
 
 class Drafter(Protocol):
     name: str
 
-    def propose(self, ctx: DraftContext, *, k: int) -> Proposal: ...
+    def propose(self, ctx: DraftContext, *, k: int, span: int = 0) -> Proposal: ...
+
+
+class ForcedWalk:
+    """The grammar-forced token at each position of one proposal, or None where the grammar
+    leaves a choice: a one-token mask row, else the next token of the forced text
+    (`ctx.matcher.jump_forward_text()`, tokenized by `ctx.spans`). The caller feeds every
+    token it places to the matcher; `next` must see every position in order."""
+
+    def __init__(self, ctx: DraftContext) -> None:
+        self.matcher = ctx.matcher
+        self.spans = ctx.spans
+        self.queue: list[int] = []  # the rest of the current forced text's tokens
+
+    def next(self, row: torch.Tensor) -> int | None:  # row: int32 [W], this position's mask
+        token = forced_token(row)
+        if token is not None:
+            self.queue = self.queue[1:] if self.queue[:1] == [token] else []
+            return token
+        if not self.queue and self.spans is not None and self.matcher is not None:
+            self.queue = list(self.spans.tokens(self.matcher.jump_forward_text()))
+        if self.queue and token_allowed(row, self.queue[0]):
+            return self.queue.pop(0)
+        self.queue = []
+        return None
+
+    def chosen(self) -> None:
+        """The caller placed a token of its own choice: the forced text no longer applies."""
+        self.queue = []
 
 
 def walk_forced_and_lookup(
@@ -77,7 +115,9 @@ def walk_forced_and_lookup(
     None means forced tokens only. Matcher state is restored before returning.
     """
     matcher = ctx.matcher
+    walk = ForcedWalk(ctx) if matcher is not None else None
     drafts: list[int] = []
+    forced_flags: list[bool] = []
     pending_guess: list[int] = []
     advanced = 0
     dropped = 0
@@ -86,13 +126,13 @@ def walk_forced_and_lookup(
         while len(drafts) < k:
             forced = None
             row = None
-            if matcher is not None:
+            if matcher is not None and walk is not None:
                 if matcher.is_terminated():
                     break
                 row = ctx.bitmask[len(drafts)]
                 matcher.fill_mask(ctx.bitmask, row=len(drafts))
                 mask_rows += 1
-                forced = forced_token(row)
+                forced = walk.next(row)
             if forced is not None:
                 token = forced
                 if pending_guess and pending_guess[0] == token:
@@ -110,10 +150,14 @@ def walk_forced_and_lookup(
                 if row is not None and not token_allowed(row, token):
                     dropped = 1
                     break  # truncate at the first refused guess
+                if walk is not None:
+                    walk.chosen()
             drafts.append(token)
+            forced_flags.append(forced is not None)
             if matcher is not None:
                 if not matcher.accept_token(token):
                     drafts.pop()
+                    forced_flags.pop()
                     break
                 advanced += 1
             elif ctx.stops_on(token):
@@ -121,4 +165,4 @@ def walk_forced_and_lookup(
     finally:
         if matcher is not None and advanced:
             matcher.rollback(advanced)
-    return Proposal(token_ids=drafts, dropped=dropped, mask_rows=mask_rows)
+    return Proposal(token_ids=drafts, dropped=dropped, mask_rows=mask_rows, forced=tuple(forced_flags))

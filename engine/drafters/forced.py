@@ -9,7 +9,7 @@ from engine.drafters.base import DraftContext, Proposal, walk_forced_and_lookup
 class ForcedDrafter:
     name = "forced"
 
-    def propose(self, ctx: DraftContext, *, k: int) -> Proposal:
+    def propose(self, ctx: DraftContext, *, k: int, span: int = 0) -> Proposal:
         if ctx.matcher is None or k <= 0:
             return Proposal()
         return walk_forced_and_lookup(ctx, k=k, guess=None)
@@ -20,5 +20,5 @@ class NoDrafter:
 
     name = "none"
 
-    def propose(self, ctx: DraftContext, *, k: int) -> Proposal:
+    def propose(self, ctx: DraftContext, *, k: int, span: int = 0) -> Proposal:
         return Proposal()

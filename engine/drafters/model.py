@@ -4,9 +4,10 @@ Masked mode (default): at every draft step the matcher fills the mask for the cu
 state, the draft distribution is q = `ctx.transform.probs(draft_logits, mask)` (the very
 transform the decoder applies to the target's logits), the draft is sampled from q with the request's
 generator, and the matcher advances; at the end it rolls back by exactly the advances. A
-position whose mask allows one token is forced: it needs no draft forward for its choice
-(q is one-hot there, which is what the masked T gives anyway); the token is fed to the draft
-cache together with the next forward's input.
+grammar-forced position (`engine.drafters.base.ForcedWalk`: a one-token mask row, or a token
+of the forced text the grammar's jump-forward string gives) needs no draft forward: its q is
+one-hot (a deterministic proposal: exact), it is fed to the draft cache together with the
+next forward's input, and it counts against `span`, not `k` (`k` bounds the draft forwards).
 
 Unmasked mode (`masked=False`, what other engines do): drafts come from the raw logits,
 `unmasked_mode="argmax"` (q one-hot, vLLM's default; a refused draft is truncated, which is
@@ -24,9 +25,9 @@ from typing import Literal
 
 import torch
 
-from engine.drafters.base import DraftContext, Proposal
+from engine.drafters.base import DraftContext, ForcedWalk, Proposal
 from sampler import sample_from_probs
-from tokenmask import forced_token, token_allowed
+from tokenmask import token_allowed
 
 
 class ModelDrafter:
@@ -36,24 +37,29 @@ class ModelDrafter:
         self.masked = masked
         self.unmasked_mode = unmasked_mode
 
-    def propose(self, ctx: DraftContext, *, k: int) -> Proposal:
+    def propose(self, ctx: DraftContext, *, k: int, span: int = 0) -> Proposal:
         kv = ctx.draft_kv
         if kv is None:
             raise RuntimeError("ModelDrafter needs a sequence with a draft KV cache")
-        if k <= 0:
+        if k <= 0 and span <= 0:
             return Proposal()
         pending = kv.pending_for_logits(ctx.tokens)
         matcher = ctx.matcher
         transform = ctx.transform
+        walk = ForcedWalk(ctx) if (self.masked and matcher is not None) else None
+        limit = ctx.bitmask.shape[0] - 1  # the verify masks bound the chain
         drafts: list[int] = []
         rows: list[torch.Tensor] = []  # each float32 [1, V]
+        forced_flags: list[bool] = []
+        chosen = 0  # positions the draft model chose (k bounds them)
+        spanned = 0  # grammar-forced positions charged to `span`
         advanced = 0
         forwards = 0
         ends_refused = False
         dropped = 0
         mask_rows = 0
         try:
-            while len(drafts) < k:
+            while len(drafts) < limit:
                 if matcher is not None and matcher.is_terminated():
                     break
                 mask = ctx.bitmask[len(drafts):len(drafts) + 1]  # int32 [1, W]: this position's verify row
@@ -62,11 +68,24 @@ class ModelDrafter:
                     mask_rows += 1
                     if self.masked and not bool(mask[0].any()):
                         break  # a dead end: the verify meets it and ends the sequence there
-                forced = forced_token(mask[0]) if (self.masked and matcher is not None) else None
+                if chosen >= k and spanned >= span:
+                    break  # this row is the verify's row after the last draft
+                forced = walk.next(mask[0]) if walk is not None else None
                 if forced is not None:
+                    if spanned < span:
+                        spanned += 1
+                    elif chosen < k:
+                        chosen += 1  # a forced token past the span budget takes a model slot
+                    else:
+                        break
                     token = forced
                     row = transform.one_hot([token])
                 else:
+                    if chosen >= k:
+                        break
+                    chosen += 1
+                    if walk is not None:
+                        walk.chosen()
                     logits = kv.extend(pending)  # [1, V]
                     forwards += 1
                     pending = []
@@ -80,12 +99,14 @@ class ModelDrafter:
                         if self.unmasked_mode == "sample":
                             drafts.append(token)
                             rows.append(row)
+                            forced_flags.append(False)
                             ends_refused = True
                         else:
                             dropped = 1
                         break
                 drafts.append(token)
                 rows.append(row)
+                forced_flags.append(forced is not None)
                 pending.append(token)
                 if matcher is not None:
                     if not matcher.accept_token(token):
@@ -100,5 +121,5 @@ class ModelDrafter:
             return Proposal(forwards=forwards, dropped=dropped, mask_rows=mask_rows)
         return Proposal(
             token_ids=drafts, draft_probs=torch.cat(rows), ends_refused=ends_refused, forwards=forwards,
-            dropped=dropped, mask_rows=mask_rows,
+            dropped=dropped, mask_rows=mask_rows, forced=tuple(forced_flags),
         )

@@ -19,7 +19,7 @@ class NgramDrafter:
         self.n_max = n_max
         self.n_min = n_min
 
-    def propose(self, ctx: DraftContext, *, k: int) -> Proposal:
+    def propose(self, ctx: DraftContext, *, k: int, span: int = 0) -> Proposal:
         if k <= 0:
             return Proposal()
 

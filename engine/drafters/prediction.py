@@ -30,7 +30,7 @@ class PredictionDrafter:
             output, self.corpus, n_max=self.n_max, n_min=self.n_min, k=k, exclude_tail=False
         )
 
-    def propose(self, ctx: DraftContext, *, k: int) -> Proposal:
+    def propose(self, ctx: DraftContext, *, k: int, span: int = 0) -> Proposal:
         if k <= 0 or not self.prediction:
             return Proposal()
         return walk_forced_and_lookup(

@@ -47,6 +47,14 @@ Where `costs.pays_at_all` is False (even perfect acceptance cannot pay) K is alw
 the current estimate makes every K lose, K is 0, and every `probe_every` plain steps one K=1
 step re-probes the acceptance.
 
+Grammar-forced span tokens (`span_tokens`) cost no draft forward but lengthen the verify: the
+n-th one beyond the chain's K drafts is added while its chance of being judged and accepted,
+`forced_alpha ** n` (the forced tokens' own acceptance, `observe_forced`, an EMA per judged
+token from a prior of 0.9), is at least the verify's marginal cost
+`v_{K+n} - v_{K+n-1}` in plain steps: its expected tokens at least pay its time. Flat verify
+costs (a GPU, a CPU with native bf16) take the whole limit; a CPU whose forward grows with
+every token takes one or none. Without `costs` the limit is taken.
+
 Without `costs` (a decoder built without a cost model, e.g. in tests), the costs are learned
 online from the request's own steps: the first decode step is plain to time a plain step,
 then drafts and verify extras are timed as they run.
@@ -63,6 +71,10 @@ from sampler import expected_speedup_from_hazards
 
 if TYPE_CHECKING:
     from engine.pacing.cost_model import ForwardCosts
+
+
+FORCED_PRIOR = 0.9  # a grammar-forced draft's acceptance before any is judged
+FORCED_DECAY = 0.95
 
 
 class AdaptiveK:
@@ -90,6 +102,7 @@ class AdaptiveK:
         self.drafted = False  # a drafting step ran: the draft's prompt prefill is sunk
         self.rent_from_s = 0.0  # plain_time_s when the ski rental (re)started
         self.never = costs is not None and not (costs.free_drafts_pay() if free_drafts else costs.pays_at_all)
+        self.forced_alpha = FORCED_PRIOR  # grammar-forced drafts' acceptance (EMA per judged token)
 
     @property
     def alpha(self) -> float:
@@ -129,6 +142,24 @@ class AdaptiveK:
         if self.plain_step_s is not None:
             extra = max(target_s - self.plain_step_s, 0.0) / num_drafts
             self.verify_extra_s_per_token = self._ema(self.verify_extra_s_per_token, extra)
+
+    def observe_forced(self, *, judged: int, accepted: int) -> None:
+        """One step's grammar-forced drafts: `judged` reached the verify's judgement (a
+        rejection before them leaves the rest unjudged), `accepted` of them were accepted."""
+        for outcome in [1.0] * accepted + [0.0] * (judged - accepted):
+            self.forced_alpha = FORCED_DECAY * self.forced_alpha + (1 - FORCED_DECAY) * outcome
+
+    def span_tokens(self, *, k: int, limit: int) -> int:
+        """Grammar-forced tokens worth adding beyond `k` drafts, at most `limit` (docstring)."""
+        if self.costs is None:
+            return limit
+        n = 0
+        while n < limit:
+            marginal = self.costs.verify_ratio(k + n + 1) - self.costs.verify_ratio(k + n)
+            if self.forced_alpha ** (n + 1) < marginal:
+                break
+            n += 1
+        return n
 
     def _probe(self, best_k: int) -> int:
         if best_k == 0 and self.plain_steps_in_row >= self.probe_every:

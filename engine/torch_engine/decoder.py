@@ -1,6 +1,8 @@
 """The grammar-masked speculative step for one sequence, synchronously (no threads, no asyncio).
 
-One step: the drafter proposes up to K tokens (masked q, or one-hot for model-free drafts),
+One step: the drafter proposes up to K tokens of its choice (masked q, or one-hot for
+model-free drafts) and, in the same chain, up to `span` grammar-forced tokens for free
+(`engine.drafters.span`: where the grammar allows one continuation text; q one-hot),
 writing the mask at each position it drafts straight into the verify masks → the matcher
 fills the verify rows the drafter did not (`fill_masks(filled_rows=)`, state unchanged: at
 most the row after the last draft) → ONE target
@@ -52,6 +54,7 @@ from engine.drafters import (
     PredictionDrafter,
     Proposal,
 )
+from engine.drafters.span import ForcedSpans
 from engine.loader import model_stop_token_ids
 from engine.pacing.acceptance_model import AcceptancePriors
 from engine.pacing.adaptive import AdaptiveK
@@ -106,6 +109,7 @@ class SpecDecoder:
         if config.drafter == "model" and draft_model is None:
             raise ValueError("drafter 'model' needs a draft model")
         self.vocab_limit = min(len(tokenizer), self.logits_width)
+        self.spans = ForcedSpans(tokenizer) if config.span_tokens > 0 and self.k > 0 else None
         self.stop_token_ids = frozenset(model_stop_token_ids(target_model, tokenizer))
         self.drafter = self._drafter(draft_mask=config.draft_mask)
 
@@ -179,6 +183,7 @@ class SpecDecoder:
         k_max = max(self.k, 1)
         drafter = self._drafter_for(request)
         matcher = request.grammar.matcher() if request.grammar is not None else None
+        spans = self.spans if matcher is not None else None
         return SequenceState(
             request=request,
             tokens=list(request.prompt_token_ids),
@@ -187,7 +192,8 @@ class SpecDecoder:
             generator=generator,
             drafter=drafter,
             stop_token_ids=self.stop_token_ids,
-            bitmask=allocate_token_bitmask(k_max + 1, self.logits_width),
+            bitmask=allocate_token_bitmask(k_max + (self.config.span_tokens if spans else 0) + 1, self.logits_width),
+            spans=spans,
             target_kv=cache_for(self.target_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self)),
             draft_kv=(
                 cache_for(self.draft_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self))
@@ -226,6 +232,17 @@ class SpecDecoder:
         return seq.adaptive.choose_k(
             catch_up_tokens=len(seq.tokens) - len(seq.draft_kv), room=room, expected_remaining=expected)
 
+    def choose_span(self, seq: SequenceState, *, k: int) -> int:
+        """Grammar-forced tokens the next step's chain may add beyond `k` drafts of the
+        drafter's choice: what the measured verify costs and the forced tokens' acceptance say
+        pays (`AdaptiveK.span_tokens`), within `span_tokens`, the room and the verify masks."""
+        if seq.spans is None:
+            return 0
+        limit = min(self.config.span_tokens, self._room(seq) - 1 - k, seq.bitmask.shape[0] - 1 - k)
+        if limit <= 0:
+            return 0
+        return limit if seq.adaptive is None else seq.adaptive.span_tokens(k=k, limit=limit)
+
     def _room(self, seq: SequenceState) -> int:
         """Tokens the sequence may still emit (max_tokens, then the context length)."""
         return min(seq.request.sampling.max_tokens - len(seq.output_ids), self.max_model_len - len(seq.tokens))
@@ -241,19 +258,22 @@ class SpecDecoder:
 
     # ---- the step --------------------------------------------------------------------------
 
-    def step(self, seq: SequenceState, *, k: int | None = None) -> list[int]:
-        """Run one step; return the tokens committed by it (sets `seq.finish_reason` on stop)."""
+    def step(self, seq: SequenceState, *, k: int | None = None, span: int | None = None) -> list[int]:
+        """Run one step; return the tokens committed by it (sets `seq.finish_reason` on stop).
+        `k` / `span`: the drafter's drafts and the grammar-forced tokens beyond them (None:
+        `choose_k` / `choose_span`; k = span = 0 is a plain step)."""
         if seq.finished or seq.target_kv is None:
             raise RuntimeError(f"request {seq.request.request_id} is finished or freed")
         k = self.choose_k(seq) if k is None else k
         stats = seq.stats
         k = max(0, min(k, self._room(seq) - 1, seq.bitmask.shape[0] - 1))
+        span = self.choose_span(seq, k=k) if span is None else max(0, min(span, self.choose_span(seq, k=k)))
 
         t0 = time.perf_counter()
         if k > 0:
             self._restore_draft(seq)
-        proposal: Proposal = seq.drafter.propose(seq, k=k) if k > 0 else Proposal()
-        drafts = proposal.token_ids[:k]
+        proposal: Proposal = seq.drafter.propose(seq, k=k, span=span) if k + span > 0 else Proposal()
+        drafts = proposal.token_ids[:k + span]
         t1 = time.perf_counter()
         stats.time_draft_s += t1 - t0
 
@@ -262,7 +282,7 @@ class SpecDecoder:
             num_rows = seq.matcher.fill_masks(seq.bitmask, drafts, filled_rows=proposal.mask_rows)
         num_drafts = min(len(drafts), num_rows)
         drafts = drafts[:num_drafts]
-        forced = self._forced_draft_flags(seq, num_drafts)
+        forced = list(proposal.forced[:num_drafts])
         t2 = time.perf_counter()
         stats.time_mask_s += t2 - t1
 
@@ -277,7 +297,7 @@ class SpecDecoder:
 
         stats.steps += 1
         stats.draft_forwards += proposal.forwards
-        stats.proposed_tokens += len(proposal.token_ids[:k]) + proposal.dropped
+        stats.proposed_tokens += len(proposal.token_ids[:k + span]) + proposal.dropped
         if num_drafts:
             stats.spec_steps += 1
             stats.first_draft_step = stats.first_draft_step or stats.steps
@@ -285,15 +305,20 @@ class SpecDecoder:
             stats.accepted_tokens += num_accepted
             stats.forced_draft_tokens += sum(forced)
             stats.forced_accepted_tokens += sum(forced[:num_accepted])
+        chosen = len(proposal.token_ids) - sum(proposal.forced)
         if isinstance(seq.drafter, ModelDrafter) and seq.matcher is not None and (
-            proposal.ends_refused or (len(proposal.token_ids) < k and num_rows == len(proposal.token_ids) + 1)
+            proposal.ends_refused or (chosen < k and num_rows == len(proposal.token_ids) + 1)
         ):
             stats.draft_strays += 1  # a masked drafter stops short only where the grammar ends
-        if seq.adaptive is not None:
+        if seq.adaptive is not None:  # the drafter's own drafts and the forced ones, apart
+            judged = forced[: num_accepted + 1]  # the drafts the verify judged: the accepted, then a rejected one
+            chosen_judged = judged.count(False)
+            chosen_rejected = num_accepted < num_drafts and not forced[num_accepted]
             seq.adaptive.observe(
-                k=k, num_drafts=num_drafts, num_accepted=num_accepted,
+                k=k, num_drafts=chosen_judged, num_accepted=chosen_judged - chosen_rejected,
                 draft_s=t1 - t0, target_s=t3 - t2,
             )
+            seq.adaptive.observe_forced(judged=judged.count(True), accepted=forced[:num_accepted].count(True))
         committed = self._commit(seq, emitted)
         if seq.finished:
             self.record_finished(seq)
@@ -301,16 +326,6 @@ class SpecDecoder:
             self._publish(seq)
         stats.time_total_s += time.perf_counter() - t0
         return committed
-
-    @staticmethod
-    def _forced_draft_flags(seq: SequenceState, num_drafts: int) -> list[bool]:
-        """Per draft: did its verify mask row allow exactly one token (grammar-forced)?"""
-        if seq.matcher is None or num_drafts == 0:
-            return [False] * num_drafts
-        rows = seq.bitmask[:num_drafts]  # int32 [n, W]
-        one_word = (rows != 0).sum(dim=1) == 1  # [n]
-        word = rows.sum(dim=1)  # [n]: the only nonzero word where one_word
-        return (one_word & ((word & (word - 1)) == 0)).tolist()
 
     def _verify(
         self, seq: SequenceState, logits: torch.Tensor, drafts: list[int], proposal: Proposal, num_rows: int
@@ -377,7 +392,7 @@ class SpecDecoder:
         seq = self.new_sequence(request)
         try:
             while not seq.finished:
-                self.step(seq, k=self.choose_k(seq, speculate=speculate))
+                self.step(seq, k=self.choose_k(seq, speculate=speculate), span=None if speculate else 0)
         finally:
             seq.free()
         return seq

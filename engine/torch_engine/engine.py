@@ -271,7 +271,8 @@ class TorchEngine:
         seq, detok = slot.seq, slot.detok
         assert detok is not None
         drafted, accepted = seq.stats.draft_tokens, seq.stats.accepted_tokens
-        committed = self.decoder.step(seq, k=self.decoder.choose_k(seq, speculate=speculate))
+        committed = self.decoder.step(seq, k=self.decoder.choose_k(seq, speculate=speculate),
+                                          span=None if speculate else 0)
         self.stats.record_step(
             emitted=len(committed),
             drafted=seq.stats.draft_tokens - drafted,

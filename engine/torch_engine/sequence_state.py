@@ -18,6 +18,7 @@ from engine.stats import RequestStats
 
 if TYPE_CHECKING:
     from engine.drafters.base import Drafter
+    from engine.drafters.span import ForcedSpans
     from engine.pacing.adaptive import AdaptiveK
     from engine.torch_engine.kv_cache import ModelCache
     from engine.torch_engine.transform import RequestTransform
@@ -34,7 +35,7 @@ class SequenceState:
     generator: torch.Generator
     drafter: Drafter
     stop_token_ids: frozenset[int]
-    bitmask: torch.Tensor               # int32 [K_max+1, W]: verify masks (the drafter writes its rows here)
+    bitmask: torch.Tensor               # int32 [K_max+span_tokens+1, W]: verify masks (the drafter writes its rows here)
     target_kv: ModelCache | None
     draft_kv: ModelCache | None = None
     matcher: Matcher | None = None
@@ -42,6 +43,7 @@ class SequenceState:
     adaptive: AdaptiveK | None = None
     finish_reason: FinishReason | None = None
     unpublished: set[str] = field(default_factory=set)  # prefix-cache pools still to get this prompt
+    spans: ForcedSpans | None = None    # forced texts' draft tokens (None: no grammar, or spans off)
     draft_lookup_version: int = -1  # the draft pool's version at this sequence's last lookup
 
     @property

@@ -27,6 +27,11 @@ harder to catch), against deliberately broken engines injected through named sea
   target's T in `SpecDecoder._sample`).
 - `target_ignores_top_k_top_p`: the target's T drops top-k / top-p while the drafter's keeps
   them (two transforms where the invariant wants one). Same seam.
+- `span_q_not_one_hot`: grammar-forced span tokens (`engine.drafters.span`; the grammar
+  `[0-7] and the[0-7]` forces " and the" after the first digit) are proposed deterministically
+  but verification is told a q that is not one-hot there. Seam: `RequestTransform.one_hot`
+  (the drafter's q rows for forced tokens; the decoder's other one-hot rows are never read). Checked on the span grammar's own law (the first digit
+  and the first token after it, where the span's proposal is judged).
 
 After the engine refactor (one shared T), re-point these seams at the new names; each
 broken variant must keep failing, the correct engine must keep passing.
@@ -48,6 +53,7 @@ from engine.types import GenerationRequest, SamplingOptions
 
 QWEN_LOGITS = 151_936
 GRAMMAR_BODY = {"structured_outputs": {"regex": "[0-7][0-7]"}}
+SPAN_GRAMMAR_BODY = {"structured_outputs": {"regex": "[0-7] and the[0-7]"}}  # a forced span after a free digit
 PROMPT = "Pick two digits:"
 K = 2
 TARGET_SEED, DRAFT_SEED, LOGIT_SCALE = 3, 0, 10.0
@@ -98,11 +104,12 @@ def law_world(qwen_tokenizer: Any) -> dict[str, Any]:
     compiler = GrammarCompiler(
         qwen_tokenizer, vocab_size=QWEN_LOGITS, stop_token_ids=model_stop_token_ids(target, qwen_tokenizer)
     )
-    spec = spec_from_request(GRAMMAR_BODY)
-    assert spec is not None
+    spec, span_spec = spec_from_request(GRAMMAR_BODY), spec_from_request(SPAN_GRAMMAR_BODY)
+    assert spec is not None and span_spec is not None
     return {
         "target": target, "draft": draft, "tokenizer": qwen_tokenizer,
         "grammar": compiler.compile(spec), "prompt": list(qwen_tokenizer.encode(PROMPT)),
+        "span_grammar": compiler.compile(span_spec),
     }
 
 
@@ -135,9 +142,11 @@ def _last_logits(model: Any, ids: list[int]) -> torch.Tensor:
     return model(input_ids=torch.tensor([ids]), logits_to_keep=1).logits[0, -1].float()
 
 
-def _first_two_law(world: dict[str, Any], model: Any, sampling: SamplingOptions) -> dict[tuple[int, int], float]:
-    """Exact law of the first two tokens of plain masked sampling from `model`."""
-    prompt, matcher = world["prompt"], world["grammar"].matcher()
+def _first_two_law(world: dict[str, Any], model: Any, sampling: SamplingOptions,
+                   grammar: str = "grammar") -> dict[tuple[int, int], float]:
+    """Exact law of the first two tokens of plain masked sampling from `model` under
+    `world[grammar]` (both grammars start with a free digit)."""
+    prompt, matcher = world["prompt"], world[grammar].matcher()
     digits = world["tokenizer"].convert_tokens_to_ids(list("01234567"))
     law: dict[tuple[int, int], float] = {}
     allowed1 = _allowed_ids(matcher)
@@ -145,7 +154,7 @@ def _first_two_law(world: dict[str, Any], model: Any, sampling: SamplingOptions)
     for t1, p1 in _reference_probs(_last_logits(model, prompt), allowed1, sampling).items():
         assert matcher.accept_token(t1)
         allowed2 = _allowed_ids(matcher)
-        assert allowed2 == sorted(digits)
+        assert (allowed2 == sorted(digits)) == (grammar == "grammar")
         for t2, p2 in _reference_probs(_last_logits(model, [*prompt, t1]), allowed2, sampling).items():
             law[(t1, t2)] = p1 * p2
         matcher.rollback(1)
@@ -171,7 +180,7 @@ def _chi_square_pvalue(counts: Counter[tuple[int, int]], law: dict[tuple[int, in
 
 
 def _speculative_counts(
-    world: dict[str, Any], sampling: SamplingOptions, samples: int, *, seed: int = 0
+    world: dict[str, Any], sampling: SamplingOptions, samples: int, *, seed: int = 0, grammar: str = "grammar"
 ) -> tuple[Counter[tuple[int, int]], dict[str, int]]:
     """`samples` seeded requests through `SpecDecoder.step` with K = 2 from the first step
     (masked draft model). `generate` would let `choose_k` decide, and it makes a draft-model
@@ -188,19 +197,22 @@ def _speculative_counts(
     totals = Counter[str]()
     for i in range(samples):
         request = GenerationRequest(
-            f"law-{i}", world["prompt"], dataclasses.replace(sampling, seed=seed + i), grammar=world["grammar"]
+            f"law-{i}", world["prompt"], dataclasses.replace(sampling, seed=seed + i), grammar=world[grammar]
         )
         seq = decoder.new_sequence(request)
         try:
-            while not seq.finished:
-                decoder.step(seq, k=K)
+            while not seq.finished and (grammar == "grammar" or len(seq.output_ids) < 2):
+                decoder.step(seq, k=K)  # the span grammar: only its first two tokens are judged
         finally:
             seq.free()
-        assert seq.finish_reason == "stop" and len(seq.output_ids) == 3, seq.output_ids
-        assert seq.output_ids[2] in decoder.stop_token_ids
+        if grammar == "grammar":
+            assert seq.finish_reason == "stop" and len(seq.output_ids) == 3, seq.output_ids
+            assert seq.output_ids[2] in decoder.stop_token_ids
         counts[(seq.output_ids[0], seq.output_ids[1])] += 1
         totals["drafted"] += seq.stats.draft_tokens
         totals["accepted"] += seq.stats.accepted_tokens
+        totals["forced_drafted"] += seq.stats.forced_draft_tokens
+        totals["forced_accepted"] += seq.stats.forced_accepted_tokens
         totals["steps"] += seq.stats.steps
     return counts, dict(totals)
 
@@ -265,10 +277,10 @@ def _patch_transform(
     real_propose = drafter_module.ModelDrafter.propose
     inside_drafter = [False]
 
-    def propose(self: Any, ctx: Any, *, k: int) -> Any:
+    def propose(self: Any, ctx: Any, *, k: int, span: int = 0) -> Any:
         inside_drafter[0] = True
         try:
-            return real_propose(self, ctx, k=k)
+            return real_propose(self, ctx, k=k, span=span)
         finally:
             inside_drafter[0] = False
 
@@ -360,3 +372,41 @@ def test_law_check_catches_broken_engine(
     print(f"\n{variant}: p-value {pvalue:.3g} over {BROKEN_SAMPLES} requests, {totals}")
     assert totals["drafted"] > 0
     assert pvalue < FAIL_P, (variant, pvalue)
+
+
+# ---- grammar-forced spans: proposed for free, judged like any draft -----------------------
+
+SPAN_SAMPLING = SamplingOptions(temperature=1.0, max_tokens=12)  # room for the span beyond K
+
+
+def _break_span_q(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Span tokens are still proposed deterministically, but verification is told
+    # q = 0.2 one-hot + 0.8 uniform there: a q the draw did not come from.
+    from engine.torch_engine.transform import RequestTransform
+
+    real_one_hot = RequestTransform.one_hot
+
+    def blurred(self: Any, ids: list[int]) -> torch.Tensor:
+        row = real_one_hot(self, ids)
+        return 0.2 * row + 0.8 / row.shape[-1]
+
+    monkeypatch.setattr(RequestTransform, "one_hot", blurred)
+
+
+@pytest.mark.slow  # 1000 + 400 requests through the decoder, up to their second token
+@pytest.mark.parametrize("broken", [False, True], ids=["correct", "span_q_not_one_hot"])
+def test_forced_span_keeps_the_law(law_world: dict[str, Any], broken: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """K = 2 drafts of the model plus the forced " and the" span in one chain: the law of the
+    first digit and the token after it (the span's first token, judged against p) is plain
+    masked sampling's; a q that is not one-hot for the span's deterministic proposal is caught."""
+    law = _first_two_law(law_world, law_world["target"], SPAN_SAMPLING, grammar="span_grammar")
+    if broken:
+        _break_span_q(monkeypatch)
+    samples = 400 if broken else 1000
+    counts, totals = _speculative_counts(law_world, SPAN_SAMPLING, samples, seed=20_000 if broken else 0,
+                                         grammar="span_grammar")
+    pvalue = _chi_square_pvalue(counts, law)
+    print(f"\nspan {'broken' if broken else 'correct'}: p-value {pvalue:.3g} over {samples} requests, {totals}")
+    # the spans really ran: forced drafts proposed, some accepted, some rejected
+    assert 0 < totals["forced_accepted"] < totals["forced_drafted"]
+    assert (pvalue < FAIL_P) if broken else (pvalue > PASS_P), pvalue
