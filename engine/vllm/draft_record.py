@@ -7,13 +7,15 @@ into draft forward i+1 and keeps its own q for its rejection sampler, so the ran
 the same drafts from the same masked logits, or the draft model's all-reduce mixes
 different sequences and the ranks' outputs part. A record lets a test see it.
 
-Per speculative step (one `propose_draft_token_ids` call) the record keeps:
+Per speculative step (one propose call: the runner's `propose_draft_token_ids` on vLLM
+0.32, the speculator's `propose` on vLLM >= 0.34) the record keeps:
 - `req_ids`: the batch's request ids in row order;
-- `drafts`: the draft token ids vLLM's proposer returned, per row;
+- `drafts`: the draft token ids the proposer returned, per row;
 - `mask_digest`: a BLAKE2b digest of, at every draft sample of the step, which logits were
   -inf after the plugin masked them (the effective mask, all rows);
-- `q_digest`: a digest of the draft probabilities (q) vLLM keeps for rejection sampling
-  (absent at T=0: greedy drafts keep no q);
+- `q_digest`: a digest of the draft distribution (q) vLLM keeps for rejection sampling: the
+  draft probabilities on 0.32, the cached pre-temperature draft logits on 0.34 (absent at
+  T=0: greedy drafts keep no q);
 - `samples`: draft samples seen in the step (masked and unmasked).
 
 Bounded (`steps`, oldest dropped). Recording costs a copy and a hash of the [B, V] mask per
@@ -44,7 +46,7 @@ class DraftRecord:
 
     def sample(self, masked_logits: torch.Tensor | None, draft_probs: torch.Tensor | None) -> None:
         """One draft sample: the logits as sampled (after the mask; None when the plugin did
-        not mask this sample) and vLLM's q (None for greedy drafts)."""
+        not mask this sample) and vLLM's q, probabilities or logits (None for greedy drafts)."""
         self._samples += 1
         if masked_logits is not None:
             bits = torch.isneginf(masked_logits.detach()).to("cpu").contiguous()

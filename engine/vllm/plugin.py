@@ -39,10 +39,11 @@ What `register()` does, per `SPECGATE_VLLM_MODE` (read in each process; the gate
   false (default from `SPECGATE_VLLM_DRAFT_MASK`, "1"), keep vLLM's behaviour.
 
 Tensor parallelism: every rank's runner drafts and masks (the scheduler keeps rank 0's
-drafts). With SPECGATE_VLLM_RECORD_DRAFTS=1 each runner keeps an `engine.vllm.draft_record
-.DraftRecord` of its recent draft steps (drafts, digests of the applied masks and of q),
-returned with the worker's ranks by `collective_rpc("specgate_recent_drafts", kwargs={"reset":
-bool})`, so the ranks can be compared (V1 runner only). vLLM 0.32 draws probabilistic drafts
+drafts). With SPECGATE_VLLM_RECORD_DRAFTS=1 each runner (on vLLM >= 0.34: each speculator,
+`engine.vllm.mrv2`) keeps an `engine.vllm.draft_record.DraftRecord` of its recent draft
+steps (drafts, digests of the applied masks and of q), returned with the worker's ranks by
+`collective_rpc("specgate_recent_drafts", kwargs={"reset": bool})`, so the ranks can be
+compared. vLLM 0.32 draws probabilistic drafts
 from each worker's global RNG, seeded alike on every rank and drawn in the same order, so the
 ranks agree as long as nothing draws from it on one rank only; the plugin draws nothing.
 

@@ -1,7 +1,7 @@
 """ReasoningGate: vLLM's reasoning-end rule for one request, replayed in the worker.
 
 With a reasoning parser configured (`structured_outputs_config.reasoning_parser`) and
-`enable_in_reasoning` off, vLLM's scheduler (StructuredOutputManager, vLLM 0.32) leaves a
+`enable_in_reasoning` off, vLLM's scheduler (StructuredOutputManager, vLLM 0.32 and 0.34) leaves a
 request unconstrained while it reasons and starts the grammar after the reasoning end
 (`</think>` for Qwen3; an implicit end such as `<tool_call>` is itself fed to the grammar).
 The draft mask must start at exactly the same token, so the worker asks the scheduler's own
@@ -46,6 +46,10 @@ class _Request:  # the fields of vLLM's Request the rule reads
     prompt_token_ids: list[int]
     all_token_ids: list[int]
     structured_output_request: _StructuredRequest = field(default_factory=_StructuredRequest)
+
+    @property
+    def _all_token_ids(self) -> list[int]:  # vLLM >= 0.34 reads the buffer behind all_token_ids
+        return self.all_token_ids
 
 
 class _Manager:  # the StructuredOutputManager attributes the rule reads
