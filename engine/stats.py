@@ -5,7 +5,9 @@ meaning on both engines) and splits its time into draft / target / mask /
 sampler; it also says where the drafts came from (grammar-forced vs drafter) and how often an
 unmasked draft model strayed off the grammar, and (torch engine) holds the request matcher's
 per-row mask fill times (grammars.fill_times), the draft's rows apart from the target's, with
-the grammar's family and backend. `EngineStats` aggregates finished and running
+the grammar's family and backend. `region_drafts` / `region_accepted` split the verified and accepted drafts by the region of
+the answer they fall in (`grammars.regions`: key, string, number, SQL identifier, ...; torch
+engine). `EngineStats` aggregates finished and running
 steps for a metrics line. `PrefixCacheStats` (per model `PoolStats`) is an engine-side
 prefix cache's state (`Engine.prefix_cache_stats()`). None knows how the numbers were produced.
 """
@@ -32,6 +34,9 @@ class RequestStats:
     spec_steps: int = 0         # steps that verified at least one draft
     forced_draft_tokens: int = 0     # drafts whose mask allowed only them (grammar-forced, free)
     forced_accepted_tokens: int = 0  # of those, accepted (all unless an earlier draft was rejected)
+    region_drafts: dict[str, int] = field(default_factory=dict)    # verified drafts per output region
+    region_accepted: dict[str, int] = field(default_factory=dict)  # of those, accepted (grammars.regions;
+                                                                   # "forced": placed by the grammar)
     draft_forwards: int = 0          # draft-model forwards spent proposing
     draft_strays: int = 0            # proposals a model drafter cut or ended at a grammar-refused token
     unmasked_steps: int = 0          # steps whose draft could not be grammar-masked, so none was kept (vLLM plugin)

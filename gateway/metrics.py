@@ -79,6 +79,11 @@ class GatewayMetrics:
             "specgate_spec_accepted_tokens", "Draft tokens accepted by the rejection sampler", registry=r
         )
         self.spec_steps = Counter("specgate_spec_steps", "Target verification steps", registry=r)
+        self.region_draft_tokens = Counter(
+            "specgate_spec_region_draft_tokens", "Draft tokens verified, per output region (grammars.regions; "
+            "forced: placed by the grammar)", ["region"], registry=r)
+        self.region_accepted_tokens = Counter(
+            "specgate_spec_region_accepted_tokens", "Draft tokens accepted, per output region", ["region"], registry=r)
         self.dead_ends = Counter(
             "specgate_grammar_dead_ends", "Generations ended by a grammar dead end (answered with the "
             "text so far, choice error grammar_dead_end)", registry=r)
@@ -154,6 +159,12 @@ class GatewayMetrics:
         t.completion_tokens += completion_tokens
         self.acceptance_rate.set(t.accepted_tokens / t.draft_tokens if t.draft_tokens else 0.0)
         self.accepted_length.set(t.completion_tokens / t.steps if t.steps else 0.0)
+
+    def record_regions(self, *, drafts: dict[str, int], accepted: dict[str, int]) -> None:
+        """Add one finished request's drafts and accepted drafts per output region."""
+        for region, n in drafts.items():
+            self.region_draft_tokens.labels(region=region).inc(n)
+            self.region_accepted_tokens.labels(region=region).inc(accepted.get(region, 0))
 
     def record_mask_fills(self, *, grammar: str, backend: str, rows: str, fills: FillTimes) -> None:
         """Add one finished request's mask fill times (`rows`: "draft" or "target") to its

@@ -62,14 +62,14 @@ class ModelDrafter:
             while len(drafts) < limit:
                 if matcher is not None and matcher.is_terminated():
                     break
+                if chosen >= k and spanned >= span:
+                    break  # the row after the last draft is the verify's to fill
                 mask = ctx.bitmask[len(drafts):len(drafts) + 1]  # int32 [1, W]: this position's verify row
                 if matcher is not None:
                     matcher.fill_mask(ctx.bitmask, row=len(drafts))
                     mask_rows += 1
                     if self.masked and not bool(mask[0].any()):
                         break  # a dead end: the verify meets it and ends the sequence there
-                if chosen >= k and spanned >= span:
-                    break  # this row is the verify's row after the last draft
                 forced = walk.next(mask[0]) if walk is not None else None
                 if forced is not None:
                     if spanned < span:

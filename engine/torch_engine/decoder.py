@@ -67,6 +67,7 @@ from engine.torch_engine.prefix_cache import PrefixCache
 from engine.torch_engine.sequence_state import SequenceState
 from engine.torch_engine.transform import RequestTransform
 from engine.types import GenerationError, GenerationRequest, PromptTooLongError
+from grammars.regions import RegionScanner, region_kind
 from sampler import MaskDeadEndError, allocate_token_bitmask, rejection_sample, sample_from_probs
 
 
@@ -192,6 +193,8 @@ class SpecDecoder:
             generator=generator,
             drafter=drafter,
             stop_token_ids=self.stop_token_ids,
+            regions=RegionScanner(region_kind(request.grammar.family if request.grammar is not None else ""))
+            if self.k > 0 else None,
             bitmask=allocate_token_bitmask(k_max + (self.config.span_tokens if spans else 0) + 1, self.logits_width),
             spans=spans,
             target_kv=cache_for(self.target_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self)),
@@ -305,6 +308,7 @@ class SpecDecoder:
             stats.accepted_tokens += num_accepted
             stats.forced_draft_tokens += sum(forced)
             stats.forced_accepted_tokens += sum(forced[:num_accepted])
+            self._count_regions(seq, drafts, forced, num_accepted)
         chosen = len(proposal.token_ids) - sum(proposal.forced)
         if isinstance(seq.drafter, ModelDrafter) and seq.matcher is not None and (
             proposal.ends_refused or (chosen < k and num_rows == len(proposal.token_ids) + 1)
@@ -326,6 +330,20 @@ class SpecDecoder:
             self._publish(seq)
         stats.time_total_s += time.perf_counter() - t0
         return committed
+
+    def _count_regions(self, seq: SequenceState, drafts: list[int], forced: list[bool], num_accepted: int) -> None:
+        """Add this step's verified and accepted drafts to their output regions."""
+        if seq.regions is None:
+            return
+        scanner = seq.regions.copy()  # the drafts are read ahead; the committed text feeds the original
+        stats = seq.stats
+        for i, token in enumerate(drafts):
+            text = self.tokenizer.decode([token])
+            region = "forced" if forced[i] else scanner.region_of(text)
+            scanner.feed(text)
+            stats.region_drafts[region] = stats.region_drafts.get(region, 0) + 1
+            if i < num_accepted:
+                stats.region_accepted[region] = stats.region_accepted.get(region, 0) + 1
 
     def _verify(
         self, seq: SequenceState, logits: torch.Tensor, drafts: list[int], proposal: Proposal, num_rows: int
@@ -374,6 +392,8 @@ class SpecDecoder:
                 )
             seq.tokens.append(token)
             committed.append(token)
+            if seq.regions is not None:
+                seq.regions.feed(self.tokenizer.decode([token]))
             if seq.matcher is not None:
                 if seq.matcher.is_terminated():
                     seq.finish_reason = "stop"

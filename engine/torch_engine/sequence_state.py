@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from engine.torch_engine.transform import RequestTransform
     from engine.types import FinishReason, GenerationRequest
     from grammars import Matcher
+    from grammars.regions import RegionScanner
 
 
 @dataclass
@@ -44,6 +45,7 @@ class SequenceState:
     finish_reason: FinishReason | None = None
     unpublished: set[str] = field(default_factory=set)  # prefix-cache pools still to get this prompt
     spans: ForcedSpans | None = None    # forced texts' draft tokens (None: no grammar, or spans off)
+    regions: RegionScanner | None = None  # the output read so far, for per-region draft statistics
     draft_lookup_version: int = -1  # the draft pool's version at this sequence's last lookup
 
     @property

@@ -65,6 +65,8 @@ class StatsLike(Protocol):
     forced_accepted_tokens: int
     steps: int
     unmasked_steps: int
+    region_drafts: dict[str, int]
+    region_accepted: dict[str, int]
 
 
 def usage(
@@ -102,8 +104,20 @@ def usage(
             "acceptance_rate": (accepted / proposed) if proposed else 0.0,
             "steps": steps,
             "unmasked_steps": sum(s.unmasked_steps for s in stats),
+            "regions": regions(stats),
         },
     }
+
+
+def regions(stats: Sequence[StatsLike]) -> dict[str, dict[str, int]]:
+    """Verified and accepted drafts per output region (`grammars.regions`), summed over choices."""
+    out: dict[str, dict[str, int]] = {}
+    for s in stats:
+        for region, n in s.region_drafts.items():
+            entry = out.setdefault(region, {"draft_tokens": 0, "accepted_tokens": 0})
+            entry["draft_tokens"] += n
+            entry["accepted_tokens"] += s.region_accepted.get(region, 0)
+    return dict(sorted(out.items()))
 
 
 def chat_completion(

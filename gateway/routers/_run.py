@@ -173,6 +173,7 @@ def _record(ctx: RequestContext, results: list[ChoiceResult]) -> None:
             steps=stats.steps if stats else 0,
         )
         if stats is not None:
+            metrics.record_regions(drafts=stats.region_drafts, accepted=stats.region_accepted)
             for rows, fills in (("draft", stats.draft_mask_fills), ("target", stats.target_mask_fills)):
                 if fills is not None:
                     metrics.record_mask_fills(grammar=stats.grammar, backend=stats.grammar_backend,
