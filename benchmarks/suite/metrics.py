@@ -142,6 +142,7 @@ def summarize(records: list[RequestRecord]) -> dict[str, Any]:
         "forced_draft_tokens": None if _sum(ok, "forced_draft_tokens") is None
         else int(_sum(ok, "forced_draft_tokens") or 0),
         "forced_accepted_tokens": None if forced_accepted is None else int(forced_accepted),
+        "regions": _regions(ok),
         "draft_forwards": None if _sum(ok, "draft_forwards") is None else int(_sum(ok, "draft_forwards") or 0),
         "draft_strays": None if strays is None else int(strays),
         "stray_rate": _ratio(strays, steps),
@@ -211,3 +212,17 @@ def aggregate(records: list[RequestRecord]) -> list[dict[str, Any]]:
         rows.append(row)
     add_relative(rows)
     return rows
+
+
+def _regions(records: list[Any]) -> dict[str, dict[str, int]] | None:
+    """Verified and accepted drafts per output region, summed over the records that count them."""
+    counted = [r for r in records if r.region_drafts is not None]
+    if not counted:
+        return None
+    out: dict[str, dict[str, int]] = {}
+    for r in counted:
+        for region, n in r.region_drafts.items():
+            entry = out.setdefault(region, {"draft_tokens": 0, "accepted_tokens": 0})
+            entry["draft_tokens"] += n
+            entry["accepted_tokens"] += (r.region_accepted or {}).get(region, 0)
+    return dict(sorted(out.items()))

@@ -30,6 +30,8 @@ class RequestRecord:
     accepted_tokens: int | None = None
     forced_draft_tokens: int | None = None
     forced_accepted_tokens: int | None = None
+    region_drafts: dict[str, int] | None = None    # verified drafts per output region (grammars.regions)
+    region_accepted: dict[str, int] | None = None  # of those, accepted
     draft_forwards: int | None = None
     draft_strays: int | None = None
     strays_early: int | None = None

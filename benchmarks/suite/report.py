@@ -105,6 +105,7 @@ def markdown(document: dict[str, Any]) -> str:
         lines.append("")
     lines += _ttft_table(rows)
     lines += _sources_table(rows)
+    lines += _regions_table(rows)
     lines += _noise_check(rows)
     if document.get("notes"):
         lines += [f"Note: {document['notes']}", ""]
@@ -200,6 +201,30 @@ def _sources_table(rows: list[dict[str, Any]]) -> list[str]:
         )
     lines.append("")
     return lines
+
+
+def _regions_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Acceptance per output region (grammars.regions) for the speculating torch rows."""
+    chosen = [r for r in rows if r.get("regions")]
+    if not chosen:
+        return []
+    names = sorted({name for r in chosen for name in r["regions"]})
+    lines = [
+        "## Where acceptance is won and lost", "",
+        "Per output region (forced = placed by the grammar; JSON key / string / number / structure; SQL "
+        "keyword / identifier / literal; text outside a structured value): accepted / verified drafts "
+        "(verified drafts in parentheses).", "",
+        "| workload | config | T | " + " | ".join(names) + " |",
+        "|---|---|---|" + "---|" * len(names),
+    ]
+    for r in chosen:
+        cells = []
+        for name in names:
+            entry = r["regions"].get(name)
+            cells.append("—" if not entry or not entry["draft_tokens"] else
+                         f"{entry['accepted_tokens'] / entry['draft_tokens']:.2f} ({entry['draft_tokens']})")
+        lines.append(f"| {r['workload']} | {r['config']} | {r.get('temperature')} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def _noise_check(rows: list[dict[str, Any]]) -> list[str]:

@@ -166,7 +166,7 @@ class TorchRunner:
             record.completion_tokens = stats.completion_tokens
             record.steps = stats.steps
             for name in ("cached_tokens", "draft_tokens", "accepted_tokens", "forced_draft_tokens", "forced_accepted_tokens",
-                         "draft_forwards", "draft_strays", "time_draft_s", "time_target_s", "time_mask_s",
+                         "region_drafts", "region_accepted", "draft_forwards", "draft_strays", "time_draft_s", "time_target_s", "time_mask_s",
                          "time_sampler_s", "first_draft_step", "pacing_record"):
                 setattr(record, name, getattr(stats, name))
             record.strays_early = strays_early
