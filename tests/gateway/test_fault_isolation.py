@@ -45,10 +45,10 @@ def _install_faults(engine: Any) -> None:
     drafter = decoder.drafter
     real_propose = drafter.propose
 
-    def propose(ctx: Any, *, k: int) -> Any:
+    def propose(ctx: Any, *, k: int, span: int = 0) -> Any:
         if ctx.request.sampling.seed == SEED_DRAFTER:
             raise _Fault("injected drafter exception")
-        return real_propose(ctx, k=k)
+        return real_propose(ctx, k=k, span=span)
 
     drafter.propose = propose
     real_new_sequence = decoder.new_sequence

@@ -11,6 +11,7 @@ def test_prediction_usage_excludes_forced_drafts() -> None:
     stats.completion_tokens, stats.steps = 12, 4
     stats.draft_tokens, stats.accepted_tokens = 10, 8
     stats.forced_draft_tokens, stats.forced_accepted_tokens = 3, 3
+    stats.region_drafts, stats.region_accepted = {"forced": 3, "string": 7}, {"forced": 3, "string": 5}
     with_prediction = usage([stats], prompt_tokens=5, with_prediction=True)
     details = with_prediction["completion_tokens_details"]
     assert details["accepted_prediction_tokens"] == 5  # 8 accepted - 3 forced
@@ -18,6 +19,8 @@ def test_prediction_usage_excludes_forced_drafts() -> None:
     assert with_prediction["speculative"] == {
         "proposed_tokens": 10, "draft_tokens": 10, "accepted_tokens": 8, "acceptance_rate": 0.8, "steps": 4,
         "unmasked_steps": 0,
+        "regions": {"forced": {"draft_tokens": 3, "accepted_tokens": 3},
+                    "string": {"draft_tokens": 7, "accepted_tokens": 5}},
     }
     plain = usage([stats], prompt_tokens=5)["completion_tokens_details"]
     assert plain["accepted_prediction_tokens"] == plain["rejected_prediction_tokens"] == 0
