@@ -23,6 +23,7 @@ JsonPropertyOrder = Literal["schema", "any"]  # grammars.backends.llguidance.obj
 JsonWhitespace = Literal["conventional", "flexible"]  # grammars.json.layout
 
 K_MAX = 16
+HISTORY_TOKENS_MAX = 1 << 22
 
 
 def _check_choice(name: str, value: object, choice_type: Any) -> None:
@@ -78,6 +79,9 @@ class EngineConfig:
     draft chain may add beyond K (a forced text's canonical tokens, `engine.drafters.span`:
     no draft forward, q one-hot, exact), 0..16, 0 = one-token forced rows only; with adaptive
     K the measured verify costs and the forced tokens' acceptance decide how many pay.
+    `history_tokens` (torch engine, masked draft model): the bound of the history index
+    (`engine.drafters.history`: recent outputs per tenant and grammar family, whose
+    continuations are drafted before the draft model's; q one-hot, exact); 0 = off.
 
     `draft_mask=False` drafts from the raw draft logits (what other engines do), with
     `unmasked_mode` "argmax" (vLLM's default) or "sample"; verification stays exact. A
@@ -112,6 +116,7 @@ class EngineConfig:
     drafter: DrafterName = "model"
     k: int = 4
     span_tokens: int = 8
+    history_tokens: int = 65536
     adaptive_k: bool | None = None
     draft_mask: bool = True
     unmasked_mode: UnmaskedMode = "argmax"
@@ -155,6 +160,8 @@ class EngineConfig:
             raise ValueError("grammar_compile_timeout_s must be > 0 and grammar_disk_cache_mb >= 0")
         if not 0 <= self.k <= K_MAX:
             raise ValueError(f"k must be in 0..{K_MAX}, got {self.k}")
+        if not 0 <= self.history_tokens <= HISTORY_TOKENS_MAX:
+            raise ValueError(f"history_tokens must be in 0..{HISTORY_TOKENS_MAX}, got {self.history_tokens}")
         if not 0 <= self.span_tokens <= K_MAX:
             raise ValueError(f"span_tokens must be in 0..{K_MAX}, got {self.span_tokens}")
         if self.drafter == "model" and not self.draft_model:

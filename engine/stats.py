@@ -36,7 +36,8 @@ class RequestStats:
     forced_accepted_tokens: int = 0  # of those, accepted (all unless an earlier draft was rejected)
     region_drafts: dict[str, int] = field(default_factory=dict)    # verified drafts per output region
     region_accepted: dict[str, int] = field(default_factory=dict)  # of those, accepted (grammars.regions;
-                                                                   # "forced": placed by the grammar)
+                                                                   # "forced": placed by the grammar,
+                                                                   # "history": from earlier outputs)
     draft_forwards: int = 0          # draft-model forwards spent proposing
     draft_strays: int = 0            # proposals a model drafter cut or ended at a grammar-refused token
     unmasked_steps: int = 0          # steps whose draft could not be grammar-masked, so none was kept (vLLM plugin)

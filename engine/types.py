@@ -53,7 +53,9 @@ class GenerationRequest:
     """One generation. Per-request options live here, never as extra `generate` arguments:
     `prediction` (OpenAI Predicted Outputs text: drives the drafts) and `draft_mask` (None =
     the engine's default; True/False masks or leaves the draft unmasked for this request,
-    an A/B switch that never changes the output law)."""
+    an A/B switch that never changes the output law). `tenant`: whose history drafts this
+    request may read and add to (`engine.drafters.history`; the gateway derives it from the
+    caller's credentials and `user`, never from text the engine reads)."""
 
     request_id: str
     prompt_token_ids: list[int]
@@ -61,6 +63,7 @@ class GenerationRequest:
     grammar: CompiledGrammar | None = None
     prediction: str | None = None
     draft_mask: bool | None = None
+    tenant: str = ""
 
 
 @dataclass

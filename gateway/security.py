@@ -7,11 +7,15 @@ compared with `hmac.compare_digest`, constant time). `exposure(field)` guards `/
 `/metrics` by the settings field `health_access` / `metrics_access`: "public" (open), "api_key"
 (as /v1), "off" (404, as if the route did not exist). `RequestCounter` counts requests by route
 and status; `BodySizeLimit` is a pure ASGI middleware answering 413 once a body exceeds the
-limit (by Content-Length or by counting streamed chunks). Nothing here logs a header or a body.
+limit (by Content-Length or by counting streamed chunks). `tenant_of` names whose history
+drafts a request shares (the engine's `GenerationRequest.tenant`): a hash of the bearer token and
+the request's `user`, so two callers share drafts only when both are equal.
+Nothing here logs a header or a body.
 Knows nothing about the API."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 from collections.abc import Awaitable, Callable
@@ -21,6 +25,12 @@ from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import APIError, error_payload
+
+
+def tenant_of(request: Request, user: str | None) -> str:
+    """An opaque tenant name: sha256 of the Authorization header and the `user` field."""
+    header = request.headers.get("authorization", "")
+    return hashlib.sha256(f"{header}\0{user or ''}".encode()).hexdigest()[:32]
 
 
 async def require_api_key(request: Request) -> None:

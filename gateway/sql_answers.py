@@ -106,6 +106,7 @@ def reviser(
         run = ChoiceRun(state.engine, GenerationRequest(
             request_id=f"{ctx.request_id}-{index}-retry{attempt}", prompt_token_ids=list(ctx.prompt_ids),
             sampling=sampling, grammar=grammar, prediction=prediction if isinstance(prediction, str) else None,
+            tenant=ctx.tenant,
         ), index=index, started=ctx.started)
         state.metrics.in_flight.inc(1)
         try:

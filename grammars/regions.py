@@ -11,8 +11,9 @@ the next token (`region_of(token_text)`) without consuming it:
   or a word that is no keyword prefix), `keyword`, `structure` (punctuation, whitespace);
 - anything else (`kind="text"`): `text`.
 A token belongs to the region its first non-space character starts in (a token spanning two
-regions is counted once, where it starts). The decoder adds `forced` for drafts the grammar
-placed (no drafter's choice), which override these.
+regions is counted once, where it starts). The decoder adds two sources that override these:
+`forced` for drafts the grammar placed (no drafter's choice) and `history` for drafts taken
+from earlier outputs.
 Pure and heuristic (a lexer's state, no parser): knows nothing of grammars, tokens or
 models; the counts it feeds are statistics, and nothing depends on them.
 """
@@ -23,7 +24,7 @@ import dataclasses
 from typing import Literal
 
 RegionKind = Literal["json", "sql", "text"]
-REGIONS = ("forced", "key", "string", "number", "structure", "identifier", "keyword", "literal", "text")
+REGIONS = ("forced", "history", "key", "string", "number", "structure", "identifier", "keyword", "literal", "text")
 
 SQL_KEYWORDS = frozenset("""
     select from where group by order having limit offset join inner left right outer full cross natural on

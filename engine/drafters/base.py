@@ -16,7 +16,8 @@ rather than truncating, is what keeps the output law exact for sampled raw draft
 
 Grammar-forced drafts (`ForcedWalk`): a position whose mask allows exactly one token, or the
 next token of the forced text the matcher's jump-forward string gives (`engine.drafters.span`),
-needs no drafter's choice; `Proposal.forced` flags them. `propose(ctx, k=, span=)`: `k`
+needs no drafter's choice; `Proposal.forced` flags them. `Proposal.history` flags the drafts
+taken from earlier outputs (`engine.drafters.history`; one-hot q, no forward). `propose(ctx, k=, span=)`: `k`
 bounds the drafter's own choices (a draft model's forwards), `span` the grammar-forced tokens
 a chain may hold beyond them (a forced token past `span` takes one of the `k` slots); the
 chain never outgrows the verify masks (`ctx.bitmask` rows - 1).
@@ -37,6 +38,7 @@ import torch
 from tokenmask import forced_token, token_allowed
 
 if TYPE_CHECKING:
+    from engine.drafters.history import HistoryDrafts
     from engine.drafters.span import ForcedSpans
     from engine.torch_engine.kv_cache import ModelCache
     from engine.torch_engine.transform import RequestTransform
@@ -54,6 +56,7 @@ class DraftContext(Protocol):
     transform: RequestTransform
     generator: torch.Generator
     spans: ForcedSpans | None       # canonical tokens of forced texts (None: one-token rows only)
+    history: HistoryDrafts | None   # earlier outputs' continuations (None: no history drafts)
 
     @property
     def output_ids(self) -> list[int]: ...
@@ -70,6 +73,7 @@ class Proposal:
     dropped: int = 0                         # drafted tokens the grammar refused, cut before verification
     mask_rows: int = 0                       # rows 0.. of ctx.bitmask written: the masks after drafts[:i]
     forced: tuple[bool, ...] = ()            # per draft: placed by the grammar, not chosen by the drafter
+    history: tuple[bool, ...] = ()           # per draft: an earlier output's continuation (q one-hot)
 
 
 class Drafter(Protocol):

@@ -15,6 +15,12 @@ exact because a one-hot q on a refused token leaves residual = p) or "sample" (q
 mask; a refused draft ends the proposal and is kept for verification, which rejects it with
 certainty and recovers from norm((p - q)+), keeping the law exact).
 
+History drafts (`engine.drafters.history`, masked mode only): at a position of the drafter's
+choice, the continuation earlier outputs of the same tenant and grammar family wrote after the
+same last tokens is proposed first, one token at a time while the mask allows it, with a
+one-hot q and no draft forward; each takes one of the `k` slots, and the draft model resumes
+(fed the history tokens with its next input) where history has nothing or the mask refuses.
+
 The draft cache lives on the sequence (`ctx.draft_kv`); it is synced to the committed
 tokens (crop to the common prefix) at the start of every proposal.
 """
@@ -47,11 +53,13 @@ class ModelDrafter:
         matcher = ctx.matcher
         transform = ctx.transform
         walk = ForcedWalk(ctx) if (self.masked and matcher is not None) else None
+        history = ctx.history if self.masked else None
+        guess: list[int] = []  # the rest of the history continuation being followed
+        sources: list[str] = []  # per draft: "forced", "history" or "model"
         limit = ctx.bitmask.shape[0] - 1  # the verify masks bound the chain
         drafts: list[int] = []
         rows: list[torch.Tensor] = []  # each float32 [1, V]
-        forced_flags: list[bool] = []
-        chosen = 0  # positions the draft model chose (k bounds them)
+        chosen = 0  # positions of the drafter's choice, the model's or history's (k bounds them)
         spanned = 0  # grammar-forced positions charged to `span`
         advanced = 0
         forwards = 0
@@ -80,33 +88,44 @@ class ModelDrafter:
                         break
                     token = forced
                     row = transform.one_hot([token])
+                    guess = guess[1:] if guess[:1] == [token] else []
+                    source = "forced"
                 else:
                     if chosen >= k:
                         break
                     chosen += 1
                     if walk is not None:
                         walk.chosen()
-                    logits = kv.extend(pending)  # [1, V]
-                    forwards += 1
-                    pending = []
-                    if self.masked or self.unmasked_mode == "sample":
-                        row = transform.probs(logits, mask if (self.masked and matcher is not None) else None)
-                        token = int(sample_from_probs(row, generator=ctx.generator)[0])
-                    else:
-                        token = int(logits[0, : transform.vocab_limit].argmax())
+                    if history is not None and not guess:
+                        guess = history.continuation(ctx.tokens + drafts, k=k - chosen + 1)
+                    if guess and (matcher is None or token_allowed(mask[0], guess[0])):
+                        token = guess.pop(0)
                         row = transform.one_hot([token])
-                    if matcher is not None and not self.masked and not token_allowed(mask[0], token):
-                        if self.unmasked_mode == "sample":
-                            drafts.append(token)
-                            rows.append(row)
-                            forced_flags.append(False)
-                            ends_refused = True
+                        source = "history"
+                    else:
+                        guess = []
+                        source = "model"
+                        logits = kv.extend(pending)  # [1, V]
+                        forwards += 1
+                        pending = []
+                        if self.masked or self.unmasked_mode == "sample":
+                            row = transform.probs(logits, mask if (self.masked and matcher is not None) else None)
+                            token = int(sample_from_probs(row, generator=ctx.generator)[0])
                         else:
-                            dropped = 1
-                        break
+                            token = int(logits[0, : transform.vocab_limit].argmax())
+                            row = transform.one_hot([token])
+                        if matcher is not None and not self.masked and not token_allowed(mask[0], token):
+                            if self.unmasked_mode == "sample":
+                                drafts.append(token)
+                                rows.append(row)
+                                sources.append("model")
+                                ends_refused = True
+                            else:
+                                dropped = 1
+                            break
                 drafts.append(token)
                 rows.append(row)
-                forced_flags.append(forced is not None)
+                sources.append(source)
                 pending.append(token)
                 if matcher is not None:
                     if not matcher.accept_token(token):
@@ -121,5 +140,6 @@ class ModelDrafter:
             return Proposal(forwards=forwards, dropped=dropped, mask_rows=mask_rows)
         return Proposal(
             token_ids=drafts, draft_probs=torch.cat(rows), ends_refused=ends_refused, forwards=forwards,
-            dropped=dropped, mask_rows=mask_rows, forced=tuple(forced_flags),
+            dropped=dropped, mask_rows=mask_rows, forced=tuple(src == "forced" for src in sources),
+            history=tuple(src == "history" for src in sources),
         )

@@ -54,6 +54,7 @@ from engine.drafters import (
     PredictionDrafter,
     Proposal,
 )
+from engine.drafters.history import HistoryDrafts, HistoryIndex
 from engine.drafters.span import ForcedSpans
 from engine.loader import model_stop_token_ids
 from engine.pacing.acceptance_model import AcceptancePriors
@@ -111,6 +112,10 @@ class SpecDecoder:
             raise ValueError("drafter 'model' needs a draft model")
         self.vocab_limit = min(len(tokenizer), self.logits_width)
         self.spans = ForcedSpans(tokenizer) if config.span_tokens > 0 and self.k > 0 else None
+        self.history = (  # recent outputs per tenant and grammar family (masked draft model only)
+            HistoryIndex(max_tokens=config.history_tokens)
+            if config.history_tokens > 0 and self.k > 0 and config.drafter == "model" else None
+        )
         self.stop_token_ids = frozenset(model_stop_token_ids(target_model, tokenizer))
         self.drafter = self._drafter(draft_mask=config.draft_mask)
 
@@ -197,6 +202,10 @@ class SpecDecoder:
             if self.k > 0 else None,
             bitmask=allocate_token_bitmask(k_max + (self.config.span_tokens if spans else 0) + 1, self.logits_width),
             spans=spans,
+            history=(
+                HistoryDrafts(self.history, self._history_scope(request))
+                if self.history is not None and isinstance(drafter, ModelDrafter) and drafter.masked else None
+            ),
             target_kv=cache_for(self.target_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self)),
             draft_kv=(
                 cache_for(self.draft_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self))
@@ -251,13 +260,21 @@ class SpecDecoder:
         return min(seq.request.sampling.max_tokens - len(seq.output_ids), self.max_model_len - len(seq.tokens))
 
     def record_finished(self, seq: SequenceState) -> None:
-        """Add a finished sequence's output length to the record adaptive K predicts from
-        (the step does it where it finishes a sequence; a caller that stops one itself, on a
-        stop string, calls this)."""
+        """Add a finished sequence's output length to the record adaptive K predicts from,
+        and its output to the history index (the step does it where it finishes a sequence; a
+        caller that stops one itself, on a stop string, calls this)."""
         if seq.finish_reason == "dead_end":
             return  # not a length the grammar's outputs take
         self.output_lengths.record(pacing_keys(seq.request.grammar).lengths, length=len(seq.output_ids),
                                    truncated=seq.finish_reason == "length")
+        if self.history is not None:
+            self.history.record(self._history_scope(seq.request),
+                                prompt=seq.request.prompt_token_ids, output=seq.output_ids)
+
+    @staticmethod
+    def _history_scope(request: GenerationRequest) -> tuple[str, str]:
+        """Whose and which outputs a request's history drafts come from: (tenant, family)."""
+        return request.tenant, pacing_keys(request.grammar).family
 
     # ---- the step --------------------------------------------------------------------------
 
@@ -308,7 +325,11 @@ class SpecDecoder:
             stats.accepted_tokens += num_accepted
             stats.forced_draft_tokens += sum(forced)
             stats.forced_accepted_tokens += sum(forced[:num_accepted])
-            self._count_regions(seq, drafts, forced, num_accepted)
+            history = list(proposal.history[:num_drafts]) or [False] * num_drafts
+            if seq.history is not None and any(history[: num_accepted + 1]):
+                seq.history.observe(judged=history[: num_accepted + 1].count(True),
+                                    accepted=history[:num_accepted].count(True))
+            self._count_regions(seq, drafts, forced, history, num_accepted)
         chosen = len(proposal.token_ids) - sum(proposal.forced)
         if isinstance(seq.drafter, ModelDrafter) and seq.matcher is not None and (
             proposal.ends_refused or (chosen < k and num_rows == len(proposal.token_ids) + 1)
@@ -331,15 +352,18 @@ class SpecDecoder:
         stats.time_total_s += time.perf_counter() - t0
         return committed
 
-    def _count_regions(self, seq: SequenceState, drafts: list[int], forced: list[bool], num_accepted: int) -> None:
-        """Add this step's verified and accepted drafts to their output regions."""
+    def _count_regions(
+        self, seq: SequenceState, drafts: list[int], forced: list[bool], history: list[bool], num_accepted: int
+    ) -> None:
+        """Add this step's verified and accepted drafts to their output regions (forced and
+        history drafts to their source's)."""
         if seq.regions is None:
             return
         scanner = seq.regions.copy()  # the drafts are read ahead; the committed text feeds the original
         stats = seq.stats
         for i, token in enumerate(drafts):
             text = self.tokenizer.decode([token])
-            region = "forced" if forced[i] else scanner.region_of(text)
+            region = "forced" if forced[i] else "history" if history[i] else scanner.region_of(text)
             scanner.feed(text)
             stats.region_drafts[region] = stats.region_drafts.get(region, 0) + 1
             if i < num_accepted:

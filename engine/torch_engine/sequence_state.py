@@ -18,6 +18,7 @@ from engine.stats import RequestStats
 
 if TYPE_CHECKING:
     from engine.drafters.base import Drafter
+    from engine.drafters.history import HistoryDrafts
     from engine.drafters.span import ForcedSpans
     from engine.pacing.adaptive import AdaptiveK
     from engine.torch_engine.kv_cache import ModelCache
@@ -45,6 +46,7 @@ class SequenceState:
     finish_reason: FinishReason | None = None
     unpublished: set[str] = field(default_factory=set)  # prefix-cache pools still to get this prompt
     spans: ForcedSpans | None = None    # forced texts' draft tokens (None: no grammar, or spans off)
+    history: HistoryDrafts | None = None  # earlier outputs' continuations (None: history drafts off)
     regions: RegionScanner | None = None  # the output read so far, for per-region draft statistics
     draft_lookup_version: int = -1  # the draft pool's version at this sequence's last lookup
 

@@ -44,6 +44,7 @@ class RequestContext:
     prompt_param: str             # the request field errors about the prompt name
     request_id: str
     prompt_ids: list[int] = field(default_factory=list)
+    tenant: str = ""              # whose history drafts it shares (gateway.security.tenant_of)
     started: float = field(default_factory=time.perf_counter)
     created: int = field(default_factory=R.now)
 
@@ -113,6 +114,7 @@ async def respond(
                 sampling=sampling,
                 grammar=grammar,
                 prediction=prediction,
+                tenant=ctx.tenant,
             ),
             index=i,
             started=ctx.started,

@@ -20,7 +20,7 @@ from gateway.protocol import responses as R
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.request_limits import check_request_shape
 from gateway.routers._run import RequestContext, choices_for, respond
-from gateway.security import require_api_key
+from gateway.security import require_api_key, tenant_of
 from gateway.sse import sse
 from gateway.state import get_state
 from gateway.tool_stream import ToolCallStream
@@ -31,7 +31,8 @@ router = APIRouter(dependencies=[Depends(require_api_key)])
 @router.post("/v1/chat/completions", response_model=None)
 async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Any:
     state = get_state(request)
-    ctx = RequestContext(state=state, endpoint="chat", prompt_param="messages", request_id=R.random_id("chatcmpl-"))
+    ctx = RequestContext(state=state, endpoint="chat", prompt_param="messages", request_id=R.random_id("chatcmpl-"),
+                         tenant=tenant_of(request, body.user))
     state.check_model(body.model)
     check_unsupported(body)
     check_request_shape(body.model_dump(mode="json", exclude_unset=True), state.settings)

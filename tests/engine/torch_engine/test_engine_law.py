@@ -27,7 +27,8 @@ harder to catch), against deliberately broken engines injected through named sea
   target's T in `SpecDecoder._sample`).
 - `target_ignores_top_k_top_p`: the target's T drops top-k / top-p while the drafter's keeps
   them (two transforms where the invariant wants one). Same seam.
-- `span_q_not_one_hot`: grammar-forced span tokens (`engine.drafters.span`; the grammar
+- `span_q_not_one_hot` (and `history_q_not_one_hot`, the same seam for history drafts,
+  `engine.drafters.history`): grammar-forced span tokens (`engine.drafters.span`; the grammar
   `[0-7] and the[0-7]` forces " and the" after the first digit) are proposed deterministically
   but verification is told a q that is not one-hot there. Seam: `RequestTransform.one_hot`
   (the drafter's q rows for forced tokens; the decoder's other one-hot rows are never read). Checked on the span grammar's own law (the first digit
@@ -180,10 +181,12 @@ def _chi_square_pvalue(counts: Counter[tuple[int, int]], law: dict[tuple[int, in
 
 
 def _speculative_counts(
-    world: dict[str, Any], sampling: SamplingOptions, samples: int, *, seed: int = 0, grammar: str = "grammar"
+    world: dict[str, Any], sampling: SamplingOptions, samples: int, *, seed: int = 0, grammar: str = "grammar",
+    history: bool = False,
 ) -> tuple[Counter[tuple[int, int]], dict[str, int]]:
     """`samples` seeded requests through `SpecDecoder.step` with K = 2 from the first step
-    (masked draft model). `generate` would let `choose_k` decide, and it makes a draft-model
+    (masked draft model; `history`: with history drafts, which every request after the first
+    gets, all requests sharing one prompt). `generate` would let `choose_k` decide, and it makes a draft-model
     request's first step plain (first token from the target's prefill alone): the law of the
     first two tokens would then see speculation only at the second."""
     from engine.config import EngineConfig
@@ -191,7 +194,8 @@ def _speculative_counts(
 
     decoder = SpecDecoder(
         target_model=world["target"], draft_model=world["draft"], tokenizer=world["tokenizer"],
-        config=EngineConfig(model="peaked-target", draft_model="peaked-draft", drafter="model", k=K, adaptive_k=False),
+        config=EngineConfig(model="peaked-target", draft_model="peaked-draft", drafter="model", k=K, adaptive_k=False,
+                            history_tokens=65536 if history else 0),
     )
     counts: Counter[tuple[int, int]] = Counter()
     totals = Counter[str]()
@@ -213,6 +217,8 @@ def _speculative_counts(
         totals["accepted"] += seq.stats.accepted_tokens
         totals["forced_drafted"] += seq.stats.forced_draft_tokens
         totals["forced_accepted"] += seq.stats.forced_accepted_tokens
+        totals["history_drafted"] += seq.stats.region_drafts.get("history", 0)
+        totals["history_accepted"] += seq.stats.region_accepted.get("history", 0)
         totals["steps"] += seq.stats.steps
     return counts, dict(totals)
 
@@ -409,4 +415,27 @@ def test_forced_span_keeps_the_law(law_world: dict[str, Any], broken: bool, monk
     print(f"\nspan {'broken' if broken else 'correct'}: p-value {pvalue:.3g} over {samples} requests, {totals}")
     # the spans really ran: forced drafts proposed, some accepted, some rejected
     assert 0 < totals["forced_accepted"] < totals["forced_drafted"]
+    assert (pvalue < FAIL_P) if broken else (pvalue > PASS_P), pvalue
+
+
+# ---- history drafts: an earlier output's continuation, q one-hot ---------------------------
+
+
+@pytest.mark.slow  # 1000 + 400 requests through the decoder
+@pytest.mark.parametrize("broken", [False, True], ids=["correct", "history_q_not_one_hot"])
+def test_history_drafts_keep_the_law(law_world: dict[str, Any], broken: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request after the first drafts the digits the previous one wrote (the shared
+    prompt's tail is the history's context): a deterministic proposal, q one-hot; the law of
+    the first two tokens is plain masked sampling's, and a q that is not one-hot there is
+    caught. Seam for the broken engine: `RequestTransform.one_hot`, as for spans."""
+    sampling = SAMPLINGS["T1"][0]
+    law = _first_two_law(law_world, law_world["target"], sampling)
+    if broken:
+        _break_span_q(monkeypatch)
+    samples = 400 if broken else 1000
+    counts, totals = _speculative_counts(law_world, sampling, samples, seed=30_000 if broken else 40_000,
+                                         history=True)
+    pvalue = _chi_square_pvalue(counts, law)
+    print(f"\nhistory {'broken' if broken else 'correct'}: p-value {pvalue:.3g} over {samples} requests, {totals}")
+    assert 0 < totals["history_accepted"] < totals["history_drafted"]  # history drafts ran, both ways
     assert (pvalue < FAIL_P) if broken else (pvalue > PASS_P), pvalue
