@@ -19,6 +19,10 @@ Torch-engine configurations (specgate's own `SpecDecoder`, same models, same gra
   measured for that pair.
 Every torch configuration runs with the engine's default prefix cache (each configuration its
 own); `no-spec-nopc` / `specgate-nopc` are `no-spec` / `specgate` with it off (the A/B).
+The masked draft-model configurations draft from history as the engine does by default
+(`engine.drafters.history`), each from its own outputs, emptied at the start of every matrix
+cell group and sweep point (no case ever drafts from its own earlier run);
+`specgate-no-history` is `specgate` without it (the A/B).
 Peers:
 - `hf-assisted`: HF transformers `generate(assistant_model=...)` under the same xgrammar
   grammar through a processor that follows input_ids (benchmarks.suite.hf_processor; xgrammar's
@@ -47,6 +51,7 @@ class TorchConfig:
     bf16_reference: bool = False  # runs on a bf16 target whatever the bench's dtype
     prefix_cache: bool = True  # the engine's default automatic prefix cache (engine.torch_engine.prefix_cache)
     llama_draft: bool = False  # the draft model on llama.cpp kernels (its GGUF), the target as the bench's
+    history: bool = True  # the engine's default history drafts (masked draft model only: engine.drafters.history)
 
     @property
     def speculates(self) -> bool:
@@ -64,6 +69,7 @@ TORCH_CONFIGS: dict[str, TorchConfig] = {
     "forced-only": TorchConfig(drafter="forced"),
     "no-spec-nopc": TorchConfig(drafter="none", prefix_cache=False),
     "specgate-nopc": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, prefix_cache=False),
+    "specgate-no-history": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, history=False),
     "specgate-llama-draft": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, llama_draft=True),
 }
 HF_CONFIGS = ("hf-assisted",)

@@ -227,9 +227,13 @@ class Bench:
         self.log(f"warm-up {time.perf_counter() - start:.1f}s")
 
     def run_cells(self, workload: Workload, configs: tuple[str, ...], *, k: int, temperature: float) -> list[RequestRecord]:
-        """All configs on all cases of one workload, interleaved per case."""
+        """All configs on all cases of one workload, interleaved per case (history drafts
+        start empty: a case drafts only from the cases before it in this call)."""
         s = self.settings
         records: list[RequestRecord] = []
+        for runner in (self.runner, self._bf16_runner):
+            if runner is not None:
+                runner.clear_history()
         for index, case in enumerate(workload.cases):
             for config in configs:
                 if config not in TORCH_CONFIGS and config not in HF_CONFIGS:

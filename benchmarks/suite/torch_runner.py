@@ -90,6 +90,7 @@ class TorchRunner:
                     draft_mask=config.draft_mask, unmasked_mode=config.unmasked_mode,
                     adaptive_k=config.adaptive_k and costs is not None,
                     prefix_cache_mib=EngineConfig.prefix_cache_mib if config.prefix_cache else 0,
+                    history_tokens=EngineConfig.history_tokens if config.history else 0,
                 ),
                 costs=costs,
             )
@@ -97,6 +98,14 @@ class TorchRunner:
 
     def costs_for(self, config_name: str) -> Any:
         return self.llama_draft_costs if TORCH_CONFIGS[config_name].llama_draft else self.costs
+
+    def clear_history(self) -> None:
+        """Forget every configuration's history drafts (before cases that ran already)."""
+        from engine.drafters.history import HistoryIndex
+
+        for decoder in self._decoders.values():
+            if decoder.history is not None:
+                decoder.history = HistoryIndex(max_tokens=decoder.history.max_tokens)
 
     def clear_prefix_caches(self) -> None:
         """Forget every configuration's cached prompts (after a warm-up, so that no

@@ -24,7 +24,9 @@ Exactness: a history draft is a deterministic function of the sequence so far, i
 from a one-hot q at that token; rejection sampling is exact for any q, so the output law is
 unchanged. What history changes is only how often the drafts are accepted, and
 `HistoryDrafts` (the per-sequence handle) stops proposing once its own acceptance, after
-`TRIAL` judged drafts, falls under `MIN_ACCEPTANCE`.
+`TRIAL` judged drafts, falls under `MIN_ACCEPTANCE`. The law holds, but the sample a seeded
+request draws depends on its drafts: the decoder gives no history to a request with a `seed`
+and temperature > 0, so that the same request with the same seed gives the same output.
 Pure bookkeeping over token ids: knows nothing about grammars, models or text; not
 thread-safe (the engine's decode loop is its one caller).
 """

@@ -204,7 +204,8 @@ class SpecDecoder:
             spans=spans,
             history=(
                 HistoryDrafts(self.history, self._history_scope(request))
-                if self.history is not None and isinstance(drafter, ModelDrafter) and drafter.masked else None
+                if self.history is not None and isinstance(drafter, ModelDrafter) and drafter.masked
+                and not self._reproducible(request) else None
             ),
             target_kv=cache_for(self.target_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self)),
             draft_kv=(
@@ -270,6 +271,13 @@ class SpecDecoder:
         if self.history is not None:
             self.history.record(self._history_scope(seq.request),
                                 prompt=seq.request.prompt_token_ids, output=seq.output_ids)
+
+    @staticmethod
+    def _reproducible(request: GenerationRequest) -> bool:
+        """A seeded sampled request: the same request with the same seed must give the same
+        sample, so its drafts may not depend on what other requests wrote (no history drafts;
+        greedy output never depends on the drafts)."""
+        return request.sampling.seed is not None and request.sampling.temperature > 0
 
     @staticmethod
     def _history_scope(request: GenerationRequest) -> tuple[str, str]:

@@ -116,6 +116,22 @@ def test_json_schema_output_validates(http: Any, openapi: Any, model_id: str) ->
     assert 'specgate_spec_region_draft_tokens_total{region="' in exported
 
 
+def test_history_drafts_are_per_caller(http: Any, openapi: Any, model_id: str) -> None:
+    """The same request again drafts from the first one's output (region `history`, all
+    accepted at T=0, the same text); with another `user` it never does."""
+    body = {"model": model_id, "messages": [{"role": "user", "content": "history, please"}], "temperature": 0,
+            "max_tokens": 40, "response_format": {"type": "json_schema",
+                                                  "json_schema": {"name": "person", "schema": PERSON_SCHEMA}}}
+    first = _post(http, openapi, {**body, "user": "alice"})
+    again = _post(http, openapi, {**body, "user": "alice"})
+    other = _post(http, openapi, {**body, "user": "bob"})
+    texts = {d["choices"][0]["message"]["content"] for d in (first, again, other)}
+    assert len(texts) == 1  # greedy: history changes no token
+    history = again["usage"]["speculative"]["regions"].get("history", {})
+    assert history.get("draft_tokens", 0) > 0 and history["accepted_tokens"] == history["draft_tokens"]
+    assert "history" not in other["usage"]["speculative"]["regions"]
+
+
 def test_regex_choice_and_legacy_fields(http: Any, openapi: Any, model_id: str) -> None:
     base = {"model": model_id, "messages": MESSAGES, "temperature": 0, "max_tokens": 40}
     data = _post(http, openapi, {**base, "structured_outputs": {"regex": "[ab]{3}-[0-9]{2}"}})

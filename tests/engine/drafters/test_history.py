@@ -119,3 +119,15 @@ def test_unmasked_drafters_draw_nothing_from_history(make_decoder: Any, compile_
     decoder = make_decoder(drafter="model", k=4, adaptive_k=False, draft_mask=False)
     _run(decoder, grammar, tokenizer, tenant="a")
     assert _run(decoder, grammar, tokenizer, tenant="a").stats.region_drafts.get("history", 0) == 0
+
+
+def test_a_seeded_sampled_request_draws_the_same_sample_again(
+        make_decoder: Any, compile_body: Any, tiny_pair: Any) -> None:
+    tokenizer = tiny_pair[2]
+    grammar = compile_body({"tools": TOOLS, "tool_choice": "required"})
+    decoder = make_decoder(drafter="model", k=4, adaptive_k=False)
+    _run(decoder, grammar, tokenizer, tenant="a", temperature=0.0)  # history holds this prompt's output
+    first = _run(decoder, grammar, tokenizer, tenant="a", temperature=0.9)
+    again = _run(decoder, grammar, tokenizer, tenant="a", temperature=0.9)
+    assert first.output_ids == again.output_ids
+    assert "history" not in first.stats.region_drafts and "history" not in again.stats.region_drafts

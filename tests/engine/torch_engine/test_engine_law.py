@@ -41,6 +41,7 @@ broken variant must keep failing, the correct engine must keep passing.
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -199,9 +200,11 @@ def _speculative_counts(
     )
     counts: Counter[tuple[int, int]] = Counter()
     totals = Counter[str]()
+    random.seed(seed)  # history: unseeded requests (a seeded one drafts nothing from history)
     for i in range(samples):
         request = GenerationRequest(
-            f"law-{i}", world["prompt"], dataclasses.replace(sampling, seed=seed + i), grammar=world[grammar]
+            f"law-{i}", world["prompt"], dataclasses.replace(sampling, seed=None if history else seed + i),
+            grammar=world[grammar],
         )
         seq = decoder.new_sequence(request)
         try:
