@@ -17,6 +17,9 @@ Workloads (`WORKLOADS`):
   `disable_any_whitespace` is accepted and ignored, and xgrammar refuses max_whitespace 0;
 - `tools`: BFCL simple_python questions with their function as an OpenAI tool,
   `tool_choice: "required"`;
+- `tools-trace`: multi-turn tool traces (`benchmarks.suite.tool_traces`): the same BFCL
+  tool called again with new arguments, each turn one case with the earlier turns' calls in
+  its conversation, the turns of a trace in order;
 - `sql`: Spider dev questions, schema-aware SQL grammar
   `{"type": "sql", "sql": {"dialect": "sqlite", "schema": DDL}}`, DDL also in the prompt;
 - `chat`: the `json` prompts with no constraint at all (the reference; validity then says
@@ -37,7 +40,7 @@ from typing import Any
 from benchmarks.common import DATA
 from benchmarks.suite.bfcl import bfcl_to_openai_tool
 
-WORKLOADS = ("json", "json-noschema", "json-ws1", "tools", "sql", "text2sql", "text2sql-free", "chat")
+WORKLOADS = ("json", "json-noschema", "json-ws1", "tools", "tools-trace", "sql", "text2sql", "text2sql-free", "chat")
 DEFAULT_DATA_DIR = DATA
 FLEXIBLE_WHITESPACE = 16
 TIGHT_WHITESPACE = 1
@@ -63,7 +66,7 @@ class Workload:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-def _stride(items: list[Any], n: int) -> list[Any]:
+def stride(items: list[Any], n: int) -> list[Any]:
     if n <= 0 or not items:
         return []
     if n >= len(items):
@@ -87,7 +90,7 @@ def json_schemas(data_dir: pathlib.Path, n: int) -> list[tuple[str, dict[str, An
             if isinstance(row.get("schema"), dict) and row["schema"].get("type", "object") == "object"
             and "properties" in row["schema"] and len(json.dumps(row["schema"])) <= _MAX_SCHEMA_CHARS
         ])
-    per_pool = [_stride(pool, (n + len(pools) - 1 - i) // len(pools)) for i, pool in enumerate(pools)]
+    per_pool = [stride(pool, (n + len(pools) - 1 - i) // len(pools)) for i, pool in enumerate(pools)]
     mixed: list[tuple[str, dict[str, Any]]] = []
     for index in range(max(len(p) for p in per_pool)):
         mixed.extend(pool[index] for pool in per_pool if index < len(pool))
@@ -128,7 +131,7 @@ def load_json(data_dir: pathlib.Path, n: int, *, schema_in_prompt: bool, constra
 def load_tools(data_dir: pathlib.Path, n: int) -> list[Case]:
     rows = _read_jsonl(data_dir / "bfcl" / "BFCL_v4_simple_python.json")
     cases = []
-    for row in _stride(rows, n):
+    for row in stride(rows, n):
         tools = [bfcl_to_openai_tool(function) for function in row["function"]]
         messages = [dict(message) for message in row["question"][0]]
         cases.append(Case(
@@ -145,7 +148,7 @@ def load_sql(data_dir: pathlib.Path, n: int) -> list[Case]:
     root = data_dir / "text2sql" / "spider"
     questions = json.loads((root / "dev.json").read_text())
     cases = []
-    for index, row in enumerate(_stride(questions, n)):
+    for index, row in enumerate(stride(questions, n)):
         ddl = (root / "ddl" / f"{row['db_id']}.sql").read_text()
         prompt = (f"SQLite database schema:\n{ddl}\nWrite one SQLite query that answers: {row['question']}\n"
                   "Answer with the SQL query only.")
@@ -174,6 +177,11 @@ def load_workload(name: str, n: int, *, data_dir: pathlib.Path | None = None) ->
                         description="JSON schema in prompt, at most 1 whitespace char per gap")
     if name == "tools":
         return Workload(name, tuple(load_tools(data, n)), description="BFCL simple_python, tool_choice=required")
+    if name == "tools-trace":
+        from benchmarks.suite.tool_traces import TURNS, tool_trace_cases
+
+        return Workload(name, tuple(tool_trace_cases(data, n)),
+                        description=f"BFCL simple_python, {TURNS}-turn traces: the same tool, new arguments")
     if name == "sql":
         return Workload(name, tuple(load_sql(data, n)), description="Spider dev, schema-aware SQLite grammar")
     if name in ("text2sql", "text2sql-free"):

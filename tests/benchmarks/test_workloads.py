@@ -24,7 +24,7 @@ def test_loader_shapes(name: str, data_dir: pathlib.Path) -> None:
         assert case.messages and case.messages[-1]["role"] == "user"
         spec = spec_from_request(case.body)
         expected = {"json": "json_schema", "json-noschema": "json_schema", "json-ws1": "json_schema",
-                    "tools": "tools", "sql": "sql", "text2sql": "sql", "text2sql-free": None, "chat": None}[name]
+                    "tools": "tools", "tools-trace": "tools", "sql": "sql", "text2sql": "sql", "text2sql-free": None, "chat": None}[name]
         assert (spec.kind if spec is not None else None) == expected
     assert workload.max_whitespace == (1 if name == "json-ws1" else 16)
 
@@ -43,6 +43,23 @@ def test_tools_cases_carry_tools_for_the_template(data_dir: pathlib.Path) -> Non
     case = load_workload("tools", 1, data_dir=data_dir).cases[0]
     assert case.tools is not None and case.body["tools"] == case.tools
     assert case.body["tool_choice"] == "required"
+
+
+def test_tool_trace_turns_call_the_same_tool_with_new_arguments(data_dir: pathlib.Path) -> None:
+    from benchmarks.suite.tool_traces import TURNS
+
+    cases = load_workload("tools-trace", TURNS + 1, data_dir=data_dir).cases
+    trace = cases[:TURNS]
+    assert [c.case_id.rsplit("-", 1)[1] for c in trace] == [f"turn{j}" for j in range(TURNS)]
+    assert len({c.messages[-1]["content"] for c in trace}) == TURNS  # new arguments each turn
+    assert all(c.tools == trace[0].tools for c in trace)
+    last = trace[-1].messages
+    assert len(last) == 3 * (TURNS - 1) + 1
+    calls = [m["tool_calls"][0]["function"] for m in last if m["role"] == "assistant"]
+    assert {c["name"] for c in calls} == {trace[0].tools[0]["function"]["name"]}
+    assert len({json.dumps(c["arguments"], sort_keys=True) for c in calls}) == TURNS - 1
+    assert all(valid_tool_calls(f"<tool_call>\n{json.dumps(c)}\n</tool_call>", trace[0].tools) for c in calls)
+    assert cases[TURNS].case_id.endswith("turn0") and cases[TURNS].tools != trace[0].tools
 
 
 def test_unknown_workload_and_missing_data(tmp_path: pathlib.Path) -> None:
