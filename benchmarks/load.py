@@ -9,7 +9,7 @@ after a few chunks. Every request ends in exactly one outcome: `completed` (a fi
 then `[DONE]`), `error` (an HTTP 4xx/5xx or an in-band error event, with its code), `dropped`
 (by design), or `lost` (anything else: a cut stream, a missing finish, a timeout). `duplicated`
 counts streams with more than one finish per choice or a response id seen twice. Reports
-requests/s, p50/p99 latency and time to first token of the completed ones, and (with
+requests/s, completion tokens/s, p50/p99 latency and time to first token of the completed ones, and (with
 `--server-pid`) the RSS of the server and its child processes (vLLM's EngineCore) at baseline, peak (sampled every 0.2 s) and after.
 `run_load(...)` returns the same figures as a `LoadReport` for tests. Knows nothing of specgate's
 internals: HTTP only.
@@ -46,29 +46,36 @@ class LoadReport:
     ttfts_s: list[float] = field(default_factory=list)
     kinds: collections.Counter[str] = field(default_factory=collections.Counter)
     rss_mb: dict[str, float] = field(default_factory=dict)
+    completion_tokens: int = 0  # over the completed requests (their usage chunks)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.completion_tokens / self.wall_s if self.wall_s else 0.0
+
+    def percentile(self, values: list[float], q: float) -> float:
+        if not values:
+            return float("nan")
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
     @property
     def requests_per_s(self) -> float:
         return self.completed / self.wall_s if self.wall_s else 0.0
 
     def summary(self) -> str:
-        def pct(values: list[float], q: float) -> float:
-            if not values:
-                return float("nan")
-            ordered = sorted(values)
-            return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        pct = self.percentile
 
         rss = " ".join(f"{k} {v:.0f} MB" for k, v in self.rss_mb.items())
         return (f"{self.requests} requests ({dict(self.kinds)}) in {self.wall_s:.1f} s: completed {self.completed}, "
                 f"errors {dict(self.errors)}, dropped by design {self.dropped}, lost {self.lost}, duplicated "
-                f"{self.duplicated}; {self.requests_per_s:.2f} req/s; latency p50 {pct(self.latencies_s, 0.5):.2f} s "
+                f"{self.duplicated}; {self.requests_per_s:.2f} req/s, {self.tokens_per_s:.2f} tokens/s; latency p50 {pct(self.latencies_s, 0.5):.2f} s "
                 f"p99 {pct(self.latencies_s, 0.99):.2f} s; TTFT p50 {pct(self.ttfts_s, 0.5):.2f} s p99 "
                 f"{pct(self.ttfts_s, 0.99):.2f} s" + (f"; server RSS {rss}" if rss else ""))
 
 
-def _body(kind: str, model: str, i: int, max_tokens: int) -> dict[str, Any]:
+def _body(kind: str, model: str, i: int, max_tokens: int, temperature: float = 0.7) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True, "seed": i,
-                            "temperature": 0.7}
+                            "temperature": temperature, "stream_options": {"include_usage": True}}
     if kind == "json":
         body["messages"] = [{"role": "user", "content": f"Invent a person #{i} as JSON."}]
         body["response_format"] = {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA}}
@@ -87,6 +94,7 @@ async def _one(client: Any, url: str, body: dict[str, Any], drop_after: int | No
     first: float | None = None
     finishes: collections.Counter[int] = collections.Counter()
     events = 0
+    tokens = 0
     try:
         async with asyncio.timeout(timeout_s):
             async with client.stream("POST", url, json=body) as r:
@@ -107,6 +115,8 @@ async def _one(client: Any, url: str, body: dict[str, Any], drop_after: int | No
                     if "error" in event:
                         report.errors[f"in-band {event['error'].get('code')}"] += 1
                         return
+                    if event.get("usage"):
+                        tokens = int(event["usage"].get("completion_tokens", 0))
                     if events == 1:
                         if event["id"] in seen_ids:
                             report.duplicated += 1
@@ -129,6 +139,7 @@ async def _one(client: Any, url: str, body: dict[str, Any], drop_after: int | No
                 if any(c > 1 for c in finishes.values()):
                     report.duplicated += 1
                 report.completed += 1
+                report.completion_tokens += tokens
                 report.latencies_s.append(time.perf_counter() - started)
                 if first is not None:
                     report.ttfts_s.append(first)
@@ -160,7 +171,7 @@ def _rss_mb(pid: int | None) -> float | None:
 async def run_load(base_url: str, *, api_key: str | None = None, model: str | None = None, clients: int = 8,
                    requests: int = 32, drop: float = 0.1, max_tokens: int = 32, seed: int = 0,
                    timeout_s: float = 300.0, server_pid: int | None = None,
-                   kinds: tuple[str, ...] = ("json", "tools", "text")) -> LoadReport:
+                   kinds: tuple[str, ...] = ("json", "tools", "text"), temperature: float = 0.7) -> LoadReport:
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -175,7 +186,7 @@ async def run_load(base_url: str, *, api_key: str | None = None, model: str | No
         for i in range(requests):
             kind = kinds[rng.randrange(len(kinds))]
             report.kinds[kind] += 1
-            plan.append((_body(kind, model, i, max_tokens), rng.randint(2, 5) if rng.random() < drop else None))
+            plan.append((_body(kind, model, i, max_tokens, temperature), rng.randint(2, 5) if rng.random() < drop else None))
         queue: asyncio.Queue[tuple[dict[str, Any], int | None]] = asyncio.Queue()
         for item in plan:
             queue.put_nowait(item)
