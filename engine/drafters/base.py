@@ -92,9 +92,11 @@ class ForcedWalk:
         self.matcher = ctx.matcher
         self.spans = ctx.spans
         self.queue: list[int] = []  # the rest of the current forced text's tokens
+        self.single = False  # the last `next` token was the only one its row allows
 
     def next(self, row: torch.Tensor) -> int | None:  # row: int32 [W], this position's mask
         token = forced_token(row)
+        self.single = token is not None
         if token is not None:
             self.queue = self.queue[1:] if self.queue[:1] == [token] else []
             return token

@@ -18,8 +18,11 @@ certainty and recovers from norm((p - q)+), keeping the law exact).
 History drafts (`engine.drafters.history`, masked mode only): at a position of the drafter's
 choice, the continuation earlier outputs of the same tenant and grammar family wrote after the
 same last tokens is proposed first, one token at a time while the mask allows it, with a
-one-hot q and no draft forward; each takes one of the `k` slots, and the draft model resumes
+one-hot q and no draft forward; each takes one of the `k` slots (past them, the `span`
+budget: a history run goes on where the draft model would stop), and the draft model resumes
 (fed the history tokens with its next input) where history has nothing or the mask refuses.
+Inside a forced text whose row allows other splits of it, a history token that splits it
+differently is taken instead of the canonical one: history saw how this model writes it.
 
 The draft cache lives on the sequence (`ctx.draft_kv`); it is synced to the committed
 tokens (crop to the common prefix) at the start of every proposal.
@@ -79,6 +82,12 @@ class ModelDrafter:
                     if self.masked and not bool(mask[0].any()):
                         break  # a dead end: the verify meets it and ends the sequence there
                 forced = walk.next(mask[0]) if walk is not None else None
+                if forced is not None and history is not None and walk is not None and not walk.single:
+                    # a forced text the row allows other splits of: history knows how this model writes it
+                    if not guess:
+                        guess = history.continuation(ctx.tokens + drafts, k=max(k - chosen, 0) + span - spanned)
+                    if guess and guess[0] != forced and token_allowed(mask[0], guess[0]):
+                        forced = None
                 if forced is not None:
                     if spanned < span:
                         spanned += 1
@@ -91,19 +100,23 @@ class ModelDrafter:
                     guess = guess[1:] if guess[:1] == [token] else []
                     source = "forced"
                 else:
-                    if chosen >= k:
-                        break
-                    chosen += 1
                     if walk is not None:
                         walk.chosen()
                     if history is not None and not guess:
-                        guess = history.continuation(ctx.tokens + drafts, k=k - chosen + 1)
+                        guess = history.continuation(ctx.tokens + drafts, k=max(k - chosen, 0) + span - spanned)
                     if guess and (matcher is None or token_allowed(mask[0], guess[0])):
+                        if chosen < k:
+                            chosen += 1
+                        else:
+                            spanned += 1  # past K a history run goes on for free, like a forced span
                         token = guess.pop(0)
                         row = transform.one_hot([token])
                         source = "history"
                     else:
                         guess = []
+                        if chosen >= k:
+                            break
+                        chosen += 1
                         source = "model"
                         logits = kv.extend(pending)  # [1, V]
                         forwards += 1

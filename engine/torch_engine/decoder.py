@@ -3,7 +3,9 @@
 One step: the drafter proposes up to K tokens of its choice (masked q, or one-hot for
 model-free drafts) and, in the same chain, up to `span` grammar-forced tokens for free
 (`engine.drafters.span`: where the grammar allows one continuation text; q one-hot),
-writing the mask at each position it drafts straight into the verify masks → the matcher
+and, for the masked draft model, what earlier outputs of the same tenant and grammar family
+wrote after the same tokens (`engine.drafters.history`: q one-hot, no forward; in the K slots,
+then on the span budget), writing the mask at each position it drafts straight into the verify masks → the matcher
 fills the verify rows the drafter did not (`fill_masks(filled_rows=)`, state unchanged: at
 most the row after the last draft) → ONE target
 forward over the pending committed token(s) plus the K drafts → the sequence's
@@ -311,6 +313,8 @@ class SpecDecoder:
         num_drafts = min(len(drafts), num_rows)
         drafts = drafts[:num_drafts]
         forced = list(proposal.forced[:num_drafts])
+        history = list(proposal.history[:num_drafts]) or [False] * num_drafts
+        sources = ["forced" if f else "history" if h else "model" for f, h in zip(forced, history, strict=True)]
         t2 = time.perf_counter()
         stats.time_mask_s += t2 - t1
 
@@ -333,25 +337,24 @@ class SpecDecoder:
             stats.accepted_tokens += num_accepted
             stats.forced_draft_tokens += sum(forced)
             stats.forced_accepted_tokens += sum(forced[:num_accepted])
-            history = list(proposal.history[:num_drafts]) or [False] * num_drafts
-            if seq.history is not None and any(history[: num_accepted + 1]):
-                seq.history.observe(judged=history[: num_accepted + 1].count(True),
-                                    accepted=history[:num_accepted].count(True))
-            self._count_regions(seq, drafts, forced, history, num_accepted)
+            if seq.history is not None and "history" in sources[: num_accepted + 1]:
+                seq.history.observe(judged=sources[: num_accepted + 1].count("history"),
+                                    accepted=sources[:num_accepted].count("history"))
+            self._count_regions(seq, drafts, sources, num_accepted)
         chosen = len(proposal.token_ids) - sum(proposal.forced)
         if isinstance(seq.drafter, ModelDrafter) and seq.matcher is not None and (
             proposal.ends_refused or (chosen < k and num_rows == len(proposal.token_ids) + 1)
         ):
             stats.draft_strays += 1  # a masked drafter stops short only where the grammar ends
-        if seq.adaptive is not None:  # the drafter's own drafts and the forced ones, apart
-            judged = forced[: num_accepted + 1]  # the drafts the verify judged: the accepted, then a rejected one
-            chosen_judged = judged.count(False)
-            chosen_rejected = num_accepted < num_drafts and not forced[num_accepted]
+        if seq.adaptive is not None:  # the draft model's drafts and the forced ones, apart (history has its own gate)
+            judged = sources[: num_accepted + 1]  # the drafts the verify judged: the accepted, then a rejected one
+            model_judged = judged.count("model")
+            model_rejected = num_accepted < num_drafts and sources[num_accepted] == "model"
             seq.adaptive.observe(
-                k=k, num_drafts=chosen_judged, num_accepted=chosen_judged - chosen_rejected,
+                k=k, num_drafts=model_judged, num_accepted=model_judged - model_rejected,
                 draft_s=t1 - t0, target_s=t3 - t2,
             )
-            seq.adaptive.observe_forced(judged=judged.count(True), accepted=forced[:num_accepted].count(True))
+            seq.adaptive.observe_forced(judged=judged.count("forced"), accepted=sources[:num_accepted].count("forced"))
         committed = self._commit(seq, emitted)
         if seq.finished:
             self.record_finished(seq)
@@ -360,9 +363,7 @@ class SpecDecoder:
         stats.time_total_s += time.perf_counter() - t0
         return committed
 
-    def _count_regions(
-        self, seq: SequenceState, drafts: list[int], forced: list[bool], history: list[bool], num_accepted: int
-    ) -> None:
+    def _count_regions(self, seq: SequenceState, drafts: list[int], sources: list[str], num_accepted: int) -> None:
         """Add this step's verified and accepted drafts to their output regions (forced and
         history drafts to their source's)."""
         if seq.regions is None:
@@ -371,7 +372,7 @@ class SpecDecoder:
         stats = seq.stats
         for i, token in enumerate(drafts):
             text = self.tokenizer.decode([token])
-            region = "forced" if forced[i] else "history" if history[i] else scanner.region_of(text)
+            region = sources[i] if sources[i] != "model" else scanner.region_of(text)
             scanner.feed(text)
             stats.region_drafts[region] = stats.region_drafts.get(region, 0) + 1
             if i < num_accepted:

@@ -107,6 +107,8 @@ def test_an_earlier_output_is_drafted_and_greedy_output_is_unchanged(
     drafted = again.stats.region_drafts.get("history", 0)
     assert drafted > 0 and again.stats.region_accepted.get("history", 0) == drafted  # the same greedy text
     assert again.stats.draft_forwards < first.stats.draft_forwards  # history drafts need no forward
+    # the whole answer again, in the splits this model wrote (not the forced texts' canonical ones)
+    assert again.stats.steps * 3 <= first.stats.steps
     assert other.stats.region_drafts.get("history", 0) == 0  # another tenant's history is never read
     off = make_decoder(drafter="model", k=4, adaptive_k=False, history_tokens=0)
     _run(off, grammar, tokenizer, tenant="a")

@@ -424,21 +424,26 @@ def test_forced_span_keeps_the_law(law_world: dict[str, Any], broken: bool, monk
 # ---- history drafts: an earlier output's continuation, q one-hot ---------------------------
 
 
-@pytest.mark.slow  # 1000 + 400 requests through the decoder
-@pytest.mark.parametrize("broken", [False, True], ids=["correct", "history_q_not_one_hot"])
-def test_history_drafts_keep_the_law(law_world: dict[str, Any], broken: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every request after the first drafts the digits the previous one wrote (the shared
-    prompt's tail is the history's context): a deterministic proposal, q one-hot; the law of
-    the first two tokens is plain masked sampling's, and a q that is not one-hot there is
-    caught. Seam for the broken engine: `RequestTransform.one_hot`, as for spans."""
-    sampling = SAMPLINGS["T1"][0]
-    law = _first_two_law(law_world, law_world["target"], sampling)
+@pytest.mark.slow  # 1000 + 1000 + 400 requests through the decoder
+@pytest.mark.parametrize(("grammar", "broken"), [("grammar", False), ("span_grammar", False), ("grammar", True)],
+                         ids=["correct", "correct_in_forced_text", "history_q_not_one_hot"])
+def test_history_drafts_keep_the_law(
+    law_world: dict[str, Any], grammar: str, broken: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every request after the first drafts what the previous one wrote (the shared prompt's
+    tail is the history's context): a deterministic proposal, q one-hot; the law of the first
+    two tokens is plain masked sampling's. Under the span grammar history replaces the forced
+    text's canonical tokens where the model split " and the" otherwise, and runs past K. A q
+    that is not one-hot there is caught. Seam for the broken engine: `RequestTransform.one_hot`."""
+    sampling = SAMPLINGS["T1"][0] if grammar == "grammar" else SPAN_SAMPLING
+    law = _first_two_law(law_world, law_world["target"], sampling, grammar=grammar)
     if broken:
         _break_span_q(monkeypatch)
     samples = 400 if broken else 1000
     counts, totals = _speculative_counts(law_world, sampling, samples, seed=30_000 if broken else 40_000,
-                                         history=True)
+                                         grammar=grammar, history=True)
     pvalue = _chi_square_pvalue(counts, law)
-    print(f"\nhistory {'broken' if broken else 'correct'}: p-value {pvalue:.3g} over {samples} requests, {totals}")
+    print(f"\nhistory {grammar} {'broken' if broken else 'correct'}: p-value {pvalue:.3g} over {samples} requests, "
+          f"{totals}")
     assert 0 < totals["history_accepted"] < totals["history_drafted"]  # history drafts ran, both ways
     assert (pvalue < FAIL_P) if broken else (pvalue > PASS_P), pvalue
