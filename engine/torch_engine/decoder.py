@@ -3,8 +3,8 @@
 One step: the drafter proposes up to K tokens of its choice (masked q, or one-hot for
 model-free drafts) and, in the same chain, up to `span` grammar-forced tokens for free
 (`engine.drafters.span`: where the grammar allows one continuation text; q one-hot),
-and, for the masked draft model, what earlier outputs of the same tenant and grammar family
-wrote after the same tokens (`engine.drafters.history`: q one-hot, no forward; in the K slots,
+and, for the masked draft model, what earlier outputs of the same tenant and grammar wrote
+after the same tokens (`engine.drafters.history`: q one-hot, no forward; in the K slots,
 then on the span budget), writing the mask at each position it drafts straight into the verify masks → the matcher
 fills the verify rows the drafter did not (`fill_masks(filled_rows=)`, state unchanged: at
 most the row after the last draft) → ONE target
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Hashable
 from typing import Any
 
 import torch
@@ -114,7 +115,7 @@ class SpecDecoder:
             raise ValueError("drafter 'model' needs a draft model")
         self.vocab_limit = min(len(tokenizer), self.logits_width)
         self.spans = ForcedSpans(tokenizer) if config.span_tokens > 0 and self.k > 0 else None
-        self.history = (  # recent outputs per tenant and grammar family (masked draft model only)
+        self.history = (  # recent outputs per tenant and grammar (masked draft model only)
             HistoryIndex(max_tokens=config.history_tokens)
             if config.history_tokens > 0 and self.k > 0 and config.drafter == "model" else None
         )
@@ -282,9 +283,9 @@ class SpecDecoder:
         return request.sampling.seed is not None and request.sampling.temperature > 0
 
     @staticmethod
-    def _history_scope(request: GenerationRequest) -> tuple[str, str]:
-        """Whose and which outputs a request's history drafts come from: (tenant, family)."""
-        return request.tenant, pacing_keys(request.grammar).family
+    def _history_scope(request: GenerationRequest) -> tuple[str, Hashable]:
+        """Whose and which outputs a request's history drafts come from: (tenant, the exact grammar)."""
+        return request.tenant, pacing_keys(request.grammar).lengths[0]
 
     # ---- the step --------------------------------------------------------------------------
 

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from engine.drafters.history import MIN_ACCEPTANCE, N_MAX, TRIAL, HistoryDrafts, HistoryIndex
+from engine.drafters.history import (
+    MAX_MISSES,
+    MIN_ACCEPTANCE,
+    N_MAX,
+    TRIAL,
+    HistoryDrafts,
+    HistoryIndex,
+)
 from engine.types import GenerationRequest, SamplingOptions
 
 A = ("tenant-a", "json")
@@ -34,7 +41,7 @@ def test_scopes_never_share_records() -> None:
     index = HistoryIndex()
     index.record(A, prompt=[1, 2], output=[10, 11, 12])
     assert index.continuation(B, [1, 2], k=3) == []
-    assert index.continuation(("tenant-a", "sql_schema:sqlite"), [1, 2], k=3) == []
+    assert index.continuation(("tenant-a", ("spec", 7)), [1, 2], k=3) == []
     assert index.continuation(A, [1, 2], k=3) == [10, 11, 12]
 
 
@@ -63,16 +70,25 @@ def test_prompt_tail_is_bounded() -> None:
     assert index.tokens == N_MAX + 1
 
 
-def test_a_sequence_stops_trusting_history_that_misses() -> None:
+def test_a_sequence_and_a_scope_stop_proposing_history_that_misses() -> None:
     index = HistoryIndex()
     index.record(A, prompt=[1, 2], output=[10, 11])
     drafts = HistoryDrafts(index, A)
-    drafts.observe(judged=TRIAL - 1, accepted=0)
-    assert drafts.continuation([1, 2], k=2) == [10, 11]  # still on trial
+    drafts.observe(judged=MAX_MISSES, accepted=0)
+    assert drafts.continuation([1, 2], k=2) == [10, 11]  # a few misses are tolerated
     drafts.observe(judged=1, accepted=0)
-    assert drafts.continuation([1, 2], k=2) == []
-    drafts.observe(judged=TRIAL, accepted=int(MIN_ACCEPTANCE * 3 * TRIAL))
-    assert drafts.trusted
+    assert drafts.continuation([1, 2], k=2) == []  # this sequence stops asking
+    assert HistoryDrafts(index, A).trusted  # the scope: fewer than TRIAL judged
+    HistoryDrafts(index, A).observe(judged=TRIAL, accepted=TRIAL)  # scope: 11 judged, 8 accepted
+    assert HistoryDrafts(index, A).trusted
+    HistoryDrafts(index, A).observe(judged=2 * TRIAL, accepted=0)  # scope: 27 judged, 8 accepted
+    assert not HistoryDrafts(index, A).trusted and HistoryDrafts(index, B).trusted is False  # B: nothing recorded
+    index.record(B, prompt=[1, 2], output=[10, 11])
+    assert HistoryDrafts(index, B).trusted  # scopes keep their own record
+    for _ in range(5):  # every output recorded in A decays its record: it is tried again
+        index.record(A, prompt=[1, 2], output=[10, 11])
+    assert HistoryDrafts(index, A).trusted
+    assert MIN_ACCEPTANCE == 0.5
 
 
 @pytest.mark.parametrize("bad", [0, -1])
