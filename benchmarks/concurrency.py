@@ -12,10 +12,9 @@ T = `--temperature`), no hang-ups. Reports per cell completion tokens/s, request
 latency and TTFT, and throughput over the same level's no-spec; writes the JSON and a markdown
 table next to it (`<stem>.md`). Configurations:
 - `no-spec`: `--drafter none`;
-- `specgate`: the server's defaults (speculation, adaptive K, the load switch above
-  `--max-spec-concurrency` 4 in flight);
-- `specgate-spec-at-8`: the defaults with `--max-spec-concurrency 8` (speculation at every
-  level measured here).
+- `specgate`: the server's defaults (speculation at any load, adaptive K);
+- `specgate-switch-at-4`: the defaults with the load switch `--max-spec-concurrency 4`
+  (speculation off above 4 requests in flight).
 Knows nothing of the engine's internals: HTTP only.
 """
 
@@ -32,7 +31,7 @@ from typing import Any
 CONFIGS: dict[str, list[str]] = {
     "no-spec": ["--drafter", "none"],
     "specgate": [],
-    "specgate-spec-at-8": ["--max-spec-concurrency", "8"],
+    "specgate-switch-at-4": ["--max-spec-concurrency", "4"],
 }
 API_KEY = "concurrency-bench"
 

@@ -79,8 +79,9 @@ class GatewaySettings(BaseSettings):
         "(between any two tokens); runs bounded either way (grammars.json.layout, docs/json-schema.md)")
     served_model_name: str | None = Field(None, description="the model id clients use (default: the model's name)")
     max_concurrent_requests: int = Field(8, description="requests decoding at once (more wait in the queue)")
-    max_spec_concurrency: int = Field(
-        4, description="above this many active requests, steps run without speculation (torch engine)")
+    max_spec_concurrency: int | None = Field(
+        None, description="above this many active requests, steps run without speculation (torch engine; "
+        "default: speculate at any load)")
     max_queue: int = Field(64, description="requests waiting beyond max_concurrent_requests before 429")
     prefix_cache_mib: int = Field(
         1024, description="automatic prefix cache bound in MiB: reuse the target's and draft's keys/values of "

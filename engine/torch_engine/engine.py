@@ -5,8 +5,9 @@ admits up to `max_num_seqs` requests (more wait, FIFO, in a queue of at most `ma
 beyond that `generate` raises `EngineOverloadedError`) and runs step-level round-robin: one
 speculative step per active request per round, batch 1 per forward, each request with its
 own KV caches, matcher and torch.Generator. Fairness: every active request advances one step
-per round. Load switch: with more than `max_spec_concurrency` active requests, steps run
-without speculation (K=0), since spare compute is what speculation spends.
+per round. Load switch (off by default): with more than `max_spec_concurrency` active
+requests, steps run without speculation (K=0). One request per forward means a speculative
+step takes no compute from the others, so speculation pays at any load here.
 
 Why the output law of a request never depends on what runs beside it: a step reads and
 writes only its own sequence's state (caches, matcher, generator) and the shared read-only
@@ -251,7 +252,8 @@ class TorchEngine:
                 while self._waiting and len(self._active) < self.config.max_num_seqs:
                     self._active.append(self._waiting.popleft())
                 round_slots = list(self._active)
-            speculate = len(round_slots) <= self.config.max_spec_concurrency
+            limit = self.config.max_spec_concurrency
+            speculate = limit is None or len(round_slots) <= limit
             for slot in round_slots:
                 if slot.aborted:
                     self._finish_slot(slot)

@@ -84,12 +84,12 @@ def test_bad_flag_value_is_an_argparse_error(capsys: pytest.CaptureFixture[str])
     assert "on|off" in capsys.readouterr().err
 
 
-def test_load_switch_can_fire_when_served() -> None:
-    """max_concurrent_requests sets how many requests decode at once; speculation switches off
-    above max_spec_concurrency, which must be below it for the switch to ever fire."""
+def test_load_switch_is_off_by_default_and_can_be_set() -> None:
+    """max_concurrent_requests sets how many requests decode at once; by default speculation
+    runs at any load (one request per forward), and --max-spec-concurrency sets a switch."""
     config = GatewaySettings().engine_config()
-    assert config.max_num_seqs == 8 and config.max_spec_concurrency == 4
-    assert config.max_spec_concurrency < config.max_num_seqs
+    assert config.max_num_seqs == 8 and config.max_spec_concurrency is None
+    assert GatewaySettings(max_spec_concurrency=2).engine_config().max_spec_concurrency == 2
 
 
 def test_vllm_engine_is_refused_with_a_clear_message(
