@@ -235,7 +235,7 @@ class ScopedSqlMatcher(Matcher):
                 keep &= ~vocab.pieces[kind] | mask
         for kind, cap in zip(BIG_KINDS, caps, strict=True):
             if cap is not None:
-                keep &= vocab.within(kind, cap)
+                keep &= vocab.within(kind, cap[0], numbers=cap[1])
         for refused, cls in zip(verdicts, (vocab.blank, vocab.ops, self._stop_bits.view(np.int32)), strict=True):
             if refused:
                 keep &= ~cls
@@ -244,10 +244,11 @@ class ScopedSqlMatcher(Matcher):
         keeps[key] = (keep, masks)  # the masks held: ids in a live key are never reused
         return keep
 
-    def _word_cap(self, state: SqlScope, kind: str) -> int | None:
-        """The longest word a piece of `kind` may bring here (SqlScope's `max_word` less the
-        word already typed, for kind ""), None where no piece of the kind is refused by it
-        (inside a literal, after a number, or no piece that long)."""
+    def _word_cap(self, state: SqlScope, kind: str) -> tuple[int, bool] | None:
+        """(the longest word a piece of `kind` may bring here: SqlScope's `max_word` less the
+        word already typed, for kind ""; whether a piece starting with a digit counts: it
+        continues a word), None where no piece of the kind is refused by it (inside a
+        literal, after a number, or no piece that long)."""
         if self.vocab.longest(kind) <= state.schema.max_word - (len(state.word) if kind == "" else 0):
             return None  # most states: no piece that long
         if kind == "":
@@ -260,7 +261,7 @@ class ScopedSqlMatcher(Matcher):
             if not after.feed(kind) or after.mode:  # refused whole, or the word is inside a literal
                 return None
             cap = state.schema.max_word
-        return cap if cap < self.vocab.longest(kind) else None
+        return (cap, kind == "" and bool(state.word)) if cap < self.vocab.longest(kind) else None
 
     def _capped_piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
         """`_piece_mask` with the word cap (`_word_cap`) applied."""
@@ -268,7 +269,7 @@ class ScopedSqlMatcher(Matcher):
         cap = self._word_cap(state, kind)
         if cap is None:
             return mask
-        within = self.vocab.within(kind, cap)
+        within = self.vocab.within(kind, cap[0], numbers=cap[1])
         return within if mask is None else mask & within
 
     def _piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:

@@ -62,10 +62,11 @@ def test_the_mask_is_exact_at_the_cap(xgr_compiler: Any, compiled: Any, left: in
     vocab = matcher.vocab
     kind = vocab.kinds.index("")
     pieces = [i for i in range(len(vocab.text)) if vocab.kind_of[i] == kind and vocab.word_len[i]]
-    by_len: dict[int, int] = {}
+    by_len: dict[tuple[int, bool], int] = {}  # a digit continues the word: it counts too
     for token_id in pieces:
-        by_len.setdefault(int(vocab.word_len[token_id]), token_id)
-    for length, token_id in by_len.items():
+        by_len.setdefault((int(vocab.word_len[token_id]), bool(vocab.leads_digit[token_id])), token_id)
+    assert any(digit for _, digit in by_len)
+    for (length, _), token_id in by_len.items():
         assert bool(allowed[token_id]) == (length <= left), (length, vocab.text[token_id])
         assert bool(allowed[token_id]) == (matcher.validate([token_id]) == 1)
     for end in (" FROM", ",", " FROM atom"):
