@@ -54,6 +54,9 @@ allows is stranded (`ON a = b ORD` is refused at the `D`, not at the end of ORDE
 Never a dead end with the grammar: every word of a finite `word_set()` is one the grammar
 accepts whole at that point, or one the reader lets qualify (a bound name), so the word
 being typed can always end (tests/grammars/test_sql_dead_ends.py walks the two together).
+A word not starting with a digit is at most `schema.max_word` characters (max(MAX_WORD, the
+schema's longest name)): every word a finite `word_set()` holds fits, any other (an alias) may
+end anywhere, so the cap strands nothing; numbers are not capped (`1e` must go on).
 `signature()` is a hashable summary: equal signatures behave equally on every text (each
 scope's part is kept, with its hash, until the scope changes: most characters change none).
 
@@ -102,6 +105,9 @@ _AFTER_ITEM = {slot: _JOIN_WORDS | _FROM_END | {"on"} | ({"as"} if slot != "afte
 # calls (functions, CAST) open at once; gold Spider dev / BIRD mini-dev: 4, and a column spelled
 # like a function (`Date`) counts as a call's start there (`CAST(SUM(IIF(SUBSTRING(Date`)
 MAX_CALL_DEPTH = 5
+# the longest identifier or keyword word (not a number): max(MAX_WORD, the schema's longest
+# table / column / function name); gold Spider dev / BIRD mini-dev words: docs/sql.md
+MAX_WORD = 64
 _BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
 _CHECKED = frozenset("`[")  # quoted-name openers whose text is checked after FROM (quoted_choices)
 
@@ -184,6 +190,8 @@ class SqlSchema:
         # keyword there: `a FROM FROM t` would read the first as an alias)
         self.table_words = frozenset(filter(_is_word, self.tables)) - {"from"}
         self.functions = functions
+        # SqlScope refuses a word (not a number) longer than this: no endless identifier
+        self.max_word = max([MAX_WORD, *map(len, self.tables), *map(len, self.all_columns), *map(len, functions)])
         self._fits: dict[frozenset[str], frozenset[str]] = {}
         self.memo: dict[object, Any] = {}  # for the mask layer (its signature tables): shared by its matchers
         self.blocks: dict[tuple[object, ...], sql_glue.Block | None] = {}  # SqlScope.word_block's
@@ -514,7 +522,7 @@ class SqlScope:
                 self.word_set_at_start = words = self.word_set()
                 self.word_block_at_start = self.word_block() if words is None else None
             self.word += ch
-            return True
+            return len(self.word) <= self.schema.max_word or self.word[0].isdigit()
         if self.word:
             word, self.word = self.word, ""
             if not self._word(word, ch):

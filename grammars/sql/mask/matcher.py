@@ -220,10 +220,11 @@ class ScopedSqlMatcher(Matcher):
                              vocab.allowed_except(kind, typed.lower(), *block) if block is not None else None)
             else:
                 masks.append(self._piece_mask(state, kind))
+        caps = [self._word_cap(state, kind) for kind in BIG_KINDS]
         outside = not state.mode
         verdicts = (outside and not state.copy().feed(" "), outside and not state.copy().feed(" ="),
                     not state.can_end())  # blanks, operators, stop tokens refused
-        key = (*(0 if mask is None else id(mask) for mask in masks), *verdicts)
+        key = (*(0 if mask is None else id(mask) for mask in masks), *verdicts, *caps)
         keeps = self._index.keeps
         hit = keeps.get(key)
         if hit is not None:
@@ -232,6 +233,9 @@ class ScopedSqlMatcher(Matcher):
         for kind, mask in zip(BIG_KINDS, masks, strict=True):
             if mask is not None:
                 keep &= ~vocab.pieces[kind] | mask
+        for kind, cap in zip(BIG_KINDS, caps, strict=True):
+            if cap is not None:
+                keep &= vocab.within(kind, cap[0], numbers=cap[1])
         for refused, cls in zip(verdicts, (vocab.blank, vocab.ops, self._stop_bits.view(np.int32)), strict=True):
             if refused:
                 keep &= ~cls
@@ -239,6 +243,34 @@ class ScopedSqlMatcher(Matcher):
             keeps.clear()
         keeps[key] = (keep, masks)  # the masks held: ids in a live key are never reused
         return keep
+
+    def _word_cap(self, state: SqlScope, kind: str) -> tuple[int, bool] | None:
+        """(the longest word a piece of `kind` may bring here: SqlScope's `max_word` less the
+        word already typed, for kind ""; whether a piece starting with a digit counts: it
+        continues a word), None where no piece of the kind is refused by it (inside a
+        literal, after a number, or no piece that long)."""
+        if self.vocab.longest(kind) <= state.schema.max_word - (len(state.word) if kind == "" else 0):
+            return None  # most states: no piece that long
+        if kind == "":
+            typed = state.word
+            if state.mode or (typed and typed[0].isdigit()):
+                return None
+            cap = state.schema.max_word - len(typed)
+        else:
+            after = state.copy()
+            if not after.feed(kind) or after.mode:  # refused whole, or the word is inside a literal
+                return None
+            cap = state.schema.max_word
+        return (cap, kind == "" and bool(state.word)) if cap < self.vocab.longest(kind) else None
+
+    def _capped_piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
+        """`_piece_mask` with the word cap (`_word_cap`) applied."""
+        mask = self._piece_mask(state, kind)
+        cap = self._word_cap(state, kind)
+        if cap is None:
+            return mask
+        within = self.vocab.within(kind, cap[0], numbers=cap[1])
+        return within if mask is None else mask & within
 
     def _piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
         """Allowed pieces of `kind` (a pre other than ""): None when all are, or all refused
@@ -285,7 +317,7 @@ class ScopedSqlMatcher(Matcher):
                 for kind_index in np.unique(self.vocab.kind_of[ids[small]]).tolist():
                     members = index.small_ids[index.kind_members[kind_index]]
                     decided.append(members)
-                    mask = self._piece_mask(state, self.vocab.kinds[kind_index])
+                    mask = self._capped_piece_mask(state, self.vocab.kinds[kind_index])
                     if mask is not None:
                         refused.append(members[((mask.view(np.uint32)[members >> 5] >> (members & 31)) & 1) == 0])
                     reads += 1

@@ -34,6 +34,11 @@ by the mask layer (grammars.sql.mask.matcher), cheap because a SQL grammar allow
   classes above); `punct_mask(kinds)` the int32 word mask [W] of the tokens of those kinds
   (cached like `allowed`); `name_of[i]` the id in `names` of the one quoted name punctuation
   token i closes (-1: none or several; grammars.sql.mask.punct.punctuation).
+- `word_len[i]` is the length of word piece i's identifier run (0: not a piece),
+  `leads_digit[i]` whether that run starts with a digit; `within(kind, limit, numbers=)` the
+  int32 word mask [W] clearing the pieces of kind k whose word is longer than `limit`, those
+  starting with a digit only with `numbers` (a piece continuing a word), every other bit set:
+  the word cap (SqlScope's `max_word`) decided whole, cached like `allowed`.
 - `pack_ids(ids, words)` is the int32 word mask [words] of a list of token ids.
 - `text[i]` is token i's text ("" past the decoded vocabulary); `shape[i]` = `reading_shape`:
   two tokens with one shape read the same to SqlScope from any state outside a literal;
@@ -178,6 +183,8 @@ class SqlVocab:
         kind_index: dict[str, int] = {kind: i for i, kind in enumerate(BIG_KINDS)}
         self.kind_of = np.full(vocab_size, -1, dtype=np.int32)  # [V] kind index, -1: not a piece
         closing: dict[str, list[int]] = {c: [] for c in CLOSERS}
+        self.word_len = np.zeros(vocab_size, dtype=np.int32)  # [V] identifier run of a word piece (0: none)
+        self.leads_digit = np.zeros(vocab_size, dtype=bool)  # [V] a word piece whose run starts with a digit
         blank: list[int] = []
         ops: list[int] = []
         for token_id, raw in enumerate(decoded_vocab[:vocab_size]):
@@ -199,8 +206,10 @@ class SqlVocab:
             groups.setdefault((kind, word.lower()), []).append(token_id)
             if kind in members:
                 members[kind].append(token_id)
+            self.word_len[token_id] = len(word)
             if word[0].isdigit():
                 digits.setdefault(kind, []).append(token_id)
+                self.leads_digit[token_id] = True
         words = self.num_words
         self._groups = {key: np.asarray(ids, dtype=np.int64) for key, ids in groups.items()}
         self.kinds = list(kind_index)  # kind index -> canonical pre
@@ -232,6 +241,7 @@ class SqlVocab:
         shape_ids: dict[str, int] = {}
         self.shape_id = np.asarray([shape_ids.setdefault(shape, len(shape_ids)) for shape in self.shape],
                                    dtype=np.int64)  # [V] id of the token's reading shape
+        self._longest: dict[str, int] = {}
         self._cache: OrderedDict[tuple[object, ...], npt.NDArray[np.int32]] = OrderedDict()
         self._prefixes: dict[tuple[str, str], npt.NDArray[np.int64]] = {}
         self._sorted: dict[str, tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
@@ -252,6 +262,27 @@ class SqlVocab:
                 self._cache.popitem(last=False)
             except KeyError:
                 pass
+
+    def longest(self, kind: str) -> int:
+        """The longest word of the pieces of `kind`."""
+        longest = self._longest.get(kind)
+        if longest is None:
+            ids = np.flatnonzero(self.kind_of == self.kinds.index(kind)) if kind in self.kinds else ()
+            longest = self._longest[kind] = int(self.word_len[ids].max()) if len(ids) else 0
+        return longest
+
+    def within(self, kind: str, limit: int, *, numbers: bool) -> npt.NDArray[np.int32]:
+        """int32 mask [W]: every bit set but the pieces of `kind` whose word is longer than
+        `limit` (those starting with a digit only with `numbers`)."""
+        key = ("within", kind, limit, numbers)
+        hit = self._hit(key)
+        if hit is not None:
+            return hit
+        over = (self.word_len > max(limit, 0)) & (self.kind_of == self.kinds.index(kind))
+        ids = np.flatnonzero(over if numbers else over & ~self.leads_digit)
+        mask = ~pack_ids(ids.astype(np.int64), self.num_words)
+        self._store(key, mask)
+        return mask
 
     def prepare(self) -> None:
         """Index the big kinds' words now (~0.17 s on Qwen2.5, Zen 4), not at a mask's first use."""
