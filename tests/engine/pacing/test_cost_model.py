@@ -252,7 +252,8 @@ def test_decoder_learns_output_lengths_and_drafts_earlier_on_the_next_request(
     plain_s = 0.2  # flat verify and a near-free draft: drafting pays even at the random pair's acceptance
     costs = ForwardCosts(target_s=(plain_s,) * 5, draft_s=0.002,
                          draft_prefill_s=4 * plain_s / len(prompt))  # the catch-up costs ~4 plain steps
-    decoder = make_decoder(drafter="model", k=4, adaptive_k=True, costs=costs)
+    decoder = make_decoder(drafter="model", k=4, adaptive_k=True, costs=costs,
+                           history_tokens=0)  # history would draft the repeated request at once
     plain = _greedy(make_decoder(drafter="none", k=0), prompt, compile_body(body))
 
     def plain_steps_before_drafting() -> tuple[int, Any]:

@@ -81,7 +81,7 @@ def test_a_new_schema_of_a_known_family_drafts_from_its_first_decode_step(
     its first decode step, paced by the family's record; a schema's own record decides once it
     has one. Greedy output stays that of plain decoding."""
     tokenizer = tiny_pair[2]
-    decoder = make_decoder(drafter="model", k=4, adaptive_k=True, costs=FLAT)
+    decoder = make_decoder(drafter="model", k=4, adaptive_k=True, costs=FLAT, history_tokens=0)  # history would draft a repeat at once
     plain = make_decoder(drafter="none", k=0)
     first = _run(decoder, _prompt(tokenizer, SINGERS), compile_body(sql_body(SINGERS)))
     assert first.stats.pacing_record == "" and first.stats.first_draft_step > 2  # rented
