@@ -17,8 +17,8 @@ rather than truncating, is what keeps the output law exact for sampled raw draft
 Grammar-forced drafts (`ForcedWalk`): a position whose mask allows exactly one token, or the
 next token of the forced text the matcher's jump-forward string gives (`engine.drafters.span`),
 needs no drafter's choice; `Proposal.forced` flags them. `Proposal.history` flags the drafts
-taken from earlier outputs (`engine.drafters.history`; one-hot q, no forward). `propose(ctx, k=, span=)`: `k`
-bounds the drafter's own choices (a draft model's forwards), `span` the grammar-forced tokens
+taken from earlier outputs (`engine.drafters.history`; one-hot q, no forward).
+`propose(ctx, k=, span=)`: `k` bounds the drafter's own choices (a draft model's forwards), `span` the grammar-forced tokens
 a chain may hold beyond them (a forced token past `span` takes one of the `k` slots); the
 chain never outgrows the verify masks (`ctx.bitmask` rows - 1).
 

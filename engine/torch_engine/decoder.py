@@ -5,8 +5,8 @@ model-free drafts) and, in the same chain, up to `span` grammar-forced tokens fo
 (`engine.drafters.span`: where the grammar allows one continuation text; q one-hot),
 and, for the masked draft model, what earlier outputs of the same tenant and grammar wrote
 after the same tokens (`engine.drafters.history`: q one-hot, no forward; in the K slots,
-then on the span budget), writing the mask at each position it drafts straight into the verify masks → the matcher
-fills the verify rows the drafter did not (`fill_masks(filled_rows=)`, state unchanged: at
+then on the span budget), writing the mask at each position it drafts straight into the
+verify masks → the matcher fills the verify rows the drafter did not (`fill_masks(filled_rows=)`, state unchanged: at
 most the row after the last draft) → ONE target
 forward over the pending committed token(s) plus the K drafts → the sequence's
 `RequestTransform.probs` (the same T, same parameters, the drafter used for q) → `rejection_sample` with the request's
@@ -313,7 +313,7 @@ class SpecDecoder:
             num_rows = seq.matcher.fill_masks(seq.bitmask, drafts, filled_rows=proposal.mask_rows)
         num_drafts = min(len(drafts), num_rows)
         drafts = drafts[:num_drafts]
-        forced = list(proposal.forced[:num_drafts])
+        forced = list(proposal.forced[:num_drafts]) or [False] * num_drafts
         history = list(proposal.history[:num_drafts]) or [False] * num_drafts
         sources = ["forced" if f else "history" if h else "model" for f, h in zip(forced, history, strict=True)]
         t2 = time.perf_counter()
