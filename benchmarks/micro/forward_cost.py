@@ -132,7 +132,7 @@ def child(option: str, args: argparse.Namespace) -> dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
     if spec.get("onednn") is False:
-        torch.backends.mkldnn.enabled = False
+        torch.backends.mkldnn.enabled = False  # type: ignore[assignment]  # a module-level flag torch types as a context property
     start = time.perf_counter()
     if spec.get("llama_cpp"):
         from engine.pacing.hardware import cpu_info

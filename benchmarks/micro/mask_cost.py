@@ -252,7 +252,9 @@ def measure(compiler: Any, cases: list[tuple[dict[str, Any], str]], *,
                     continue
                 evict()
                 start = clock()
-                (matcher if scoped else inner).fill_mask(bitmask, 0)
+                target = matcher if scoped else inner
+                assert target is not None
+                target.fill_mask(bitmask, 0)
                 (fill_ns if scoped else inner_ns).append(clock() - start)
             drafts = tokens[index : index + K]
             evict()
