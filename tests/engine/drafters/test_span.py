@@ -31,9 +31,19 @@ def test_span_drops_only_what_the_next_text_may_merge(qwen_tokenizer: Any) -> No
     decode = qwen_tokenizer.decode
     # `":` may become `":"` before a quote: dropped; everything before it stays
     assert [decode([t]) for t in spans.tokens('name":')] == ["name"]
-    tool = [decode([t]) for t in spans.tokens('<tool_call>\n{"name": "get_weather", "arguments": {')]
-    assert tool[:4] == ["<tool_call>", "\n", '{"', "name"] and len(tool) >= 10
+    tool = [decode([t]) for t in spans.tokens('\n{"name": "get_weather", "arguments": {')]
+    assert tool[:3] == ["\n", '{"', "name"] and len(tool) >= 9
     assert spans.tokens("") == ()
+
+
+def test_span_ends_before_an_added_token(qwen_tokenizer: Any) -> None:
+    """`<tool_call>` is one added token, but the grammar allows its text in plain pieces too,
+    and a model may write those: a span never proposes an added token."""
+    spans = ForcedSpans(qwen_tokenizer)
+    assert spans.tokens('<tool_call>\n{"name": "get_weather"') == ()
+    assert spans.tokens('"}}\n</tool_call>') == spans.tokens('"}}\n')
+    assert all(t not in spans.added for t in spans.tokens(' x</tool_call>'))
+    assert {qwen_tokenizer.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>")} <= spans.added
 
 
 def test_span_cache_is_bounded(qwen_tokenizer: Any) -> None:
