@@ -16,8 +16,8 @@ mask; a refused draft ends the proposal and is kept for verification, which reje
 certainty and recovers from norm((p - q)+), keeping the law exact).
 
 History drafts (`engine.drafters.history`, masked mode only): at a position of the drafter's
-choice, the continuation earlier outputs of the same tenant and grammar family wrote after the
-same last tokens is proposed first, one token at a time while the mask allows it, with a
+choice, the continuation earlier outputs of the same tenant and grammar wrote after the same
+last tokens is proposed first, one token at a time while the mask allows it, with a
 one-hot q and no draft forward; each takes one of the `k` slots (past them, the `span`
 budget: a history run goes on where the draft model would stop), and the draft model resumes
 (fed the history tokens with its next input) where history has nothing or the mask refuses.
@@ -35,6 +35,7 @@ from typing import Literal
 import torch
 
 from engine.drafters.base import DraftContext, ForcedWalk, Proposal
+from engine.drafters.history import N_MAX
 from sampler import sample_from_probs
 from tokenmask import token_allowed
 
@@ -58,6 +59,7 @@ class ModelDrafter:
         walk = ForcedWalk(ctx) if (self.masked and matcher is not None) else None
         history = ctx.history if self.masked else None
         guess: list[int] = []  # the rest of the history continuation being followed
+        tail = ctx.tokens[-N_MAX:]  # all a history lookup reads of the committed tokens
         sources: list[str] = []  # per draft: "forced", "history" or "model"
         limit = ctx.bitmask.shape[0] - 1  # the verify masks bound the chain
         drafts: list[int] = []
@@ -82,12 +84,11 @@ class ModelDrafter:
                     if self.masked and not bool(mask[0].any()):
                         break  # a dead end: the verify meets it and ends the sequence there
                 forced = walk.next(mask[0]) if walk is not None else None
-                if forced is not None and history is not None and walk is not None and not walk.single:
-                    # a forced text the row allows other splits of: history knows how this model writes it
-                    if not guess:
-                        guess = history.continuation(ctx.tokens + drafts, k=max(k - chosen, 0) + span - spanned)
-                    if guess and guess[0] != forced and token_allowed(mask[0], guess[0]):
-                        forced = None
+                single = forced is not None and walk is not None and walk.single  # the row allows nothing else
+                if history is not None and not guess and not single:
+                    guess = history.continuation(tail + drafts, k=max(k - chosen, 0) + span - spanned)
+                if forced is not None and not single and guess and guess[0] != forced and token_allowed(mask[0], guess[0]):
+                    forced = None  # a forced text the row allows other splits of: history saw how this model writes it
                 if forced is not None:
                     if spanned < span:
                         spanned += 1
@@ -102,8 +103,6 @@ class ModelDrafter:
                 else:
                     if walk is not None:
                         walk.chosen()
-                    if history is not None and not guess:
-                        guess = history.continuation(ctx.tokens + drafts, k=max(k - chosen, 0) + span - spanned)
                     if guess and (matcher is None or token_allowed(mask[0], guess[0])):
                         if chosen < k:
                             chosen += 1
