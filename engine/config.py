@@ -80,8 +80,11 @@ class EngineConfig:
     no draft forward, q one-hot, exact), 0..16, 0 = one-token forced rows only; with adaptive
     K the measured verify costs and the forced tokens' acceptance decide how many pay.
     `history_tokens` (torch engine, masked draft model): the bound of the history index
-    (`engine.drafters.history`: recent outputs per tenant and grammar family, whose
+    (`engine.drafters.history`: recent outputs per tenant and exact grammar, whose
     continuations are drafted before the draft model's; q one-hot, exact); 0 = off.
+    `draft_window` (torch engine, draft model): the draft reads only the first few and the
+    last `draft_window` prompt tokens (`engine.drafters.window`: its prompt prefill stays
+    short; q changes, the output law does not); 0 = the whole prompt.
 
     `draft_mask=False` drafts from the raw draft logits (what other engines do), with
     `unmasked_mode` "argmax" (vLLM's default) or "sample"; verification stays exact. A
@@ -120,6 +123,7 @@ class EngineConfig:
     k: int = 4
     span_tokens: int = 8
     history_tokens: int = 65536
+    draft_window: int = 0
     adaptive_k: bool | None = None
     draft_mask: bool = True
     unmasked_mode: UnmaskedMode = "argmax"
@@ -163,6 +167,8 @@ class EngineConfig:
             raise ValueError("grammar_compile_timeout_s must be > 0 and grammar_disk_cache_mb >= 0")
         if not 0 <= self.k <= K_MAX:
             raise ValueError(f"k must be in 0..{K_MAX}, got {self.k}")
+        if self.draft_window < 0:
+            raise ValueError(f"draft_window must be >= 0, got {self.draft_window}")
         if not 0 <= self.history_tokens <= HISTORY_TOKENS_MAX:
             raise ValueError(f"history_tokens must be in 0..{HISTORY_TOKENS_MAX}, got {self.history_tokens}")
         if not 0 <= self.span_tokens <= K_MAX:

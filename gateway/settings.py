@@ -29,7 +29,7 @@ from engine.config import (
 
 # Settings that describe the engine (also the flags `specgate generate` takes).
 ENGINE_FIELDS = (
-    "model", "draft_model", "engine", "drafter", "k", "span_tokens", "history_tokens", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "kernels", "draft_kernels", "device",
+    "model", "draft_model", "engine", "drafter", "k", "span_tokens", "history_tokens", "draft_window", "adaptive_k", "remeasure_costs", "draft_mask", "dtype", "kernels", "draft_kernels", "device",
     "max_model_len", "grammar_backend", "json_property_order", "json_whitespace", "max_concurrent_requests", "max_spec_concurrency", "max_queue",
     "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization", "vllm_kv_cache_gib", "vllm_enforce_eager",
     "vllm_plugin_mode", "vllm_draft_sample", "vllm_step_k", "prefix_cache_mib",
@@ -52,8 +52,11 @@ class GatewaySettings(BaseSettings):
         8, description="grammar-forced tokens a step's draft chain may add beyond K, 0..16 (no draft forward; "
         "torch engine; with adaptive K the measured verify costs decide how many pay)")
     history_tokens: int = Field(
-        65536, description="bound of the history index: recent outputs per caller and grammar family whose "
+        65536, description="bound of the history index: recent outputs per caller and exact grammar whose "
         "continuations are drafted before the draft model's (torch engine, masked draft model); 0 = off")
+    draft_window: int = Field(
+        0, ge=0, description="the draft model reads only the first 4 and the last N prompt tokens: a short draft "
+        "prefill on long prompts; the output law is unchanged, acceptance may fall (torch engine); 0 = the whole prompt")
     adaptive_k: bool | None = Field(
         None, description="pick K <= k per step from measured forward costs and acceptance (default: on for torch, off for vLLM)")
     remeasure_costs: bool = Field(False, description="re-measure the cached forward costs at start")
@@ -178,6 +181,7 @@ class GatewaySettings(BaseSettings):
             prefix_cache_mib=self.prefix_cache_mib,
             span_tokens=self.span_tokens,
             history_tokens=self.history_tokens,
+            draft_window=self.draft_window,
             vllm=VllmOptions(
                 tensor_parallel_size=self.vllm_tensor_parallel_size,
                 gpu_memory_utilization=self.vllm_gpu_memory_utilization,

@@ -91,6 +91,7 @@ class TorchRunner:
                     adaptive_k=config.adaptive_k and costs is not None,
                     prefix_cache_mib=EngineConfig.prefix_cache_mib if config.prefix_cache else 0,
                     history_tokens=EngineConfig.history_tokens if config.history else 0,
+                    draft_window=config.draft_window,
                 ),
                 costs=costs,
             )
@@ -150,7 +151,7 @@ class TorchRunner:
                     before_tokens = len(seq.output_ids)
                     before = (stats.time_total_s, stats.time_draft_s, stats.draft_strays, stats.steps)
                     drafted, forwards = stats.draft_tokens, stats.draft_forwards
-                    synced = common_prefix_length(seq.draft_kv.tokens, seq.tokens) if seq.draft_kv is not None else 0
+                    synced = common_prefix_length(seq.draft_kv.tokens, seq.draft_tokens) if seq.draft_kv is not None else 0
                     decoder.step(seq)
                     if record.ttft_s is None and seq.output_ids:
                         record.ttft_s = time.perf_counter() - start

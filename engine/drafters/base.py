@@ -2,7 +2,8 @@
 in the state it found it.
 
 A drafter sees a sequence only through `DraftContext` (committed tokens, matcher, the verify
-masks, the request's transform T and generator, its draft KV cache, its stop rule).
+masks, the request's transform T and generator, its draft KV cache and the tokens that cache
+follows, `draft_tokens`, its stop rule).
 A drafter with a matcher fills the mask at each position it drafts straight into the verify
 masks: row i of `ctx.bitmask` is the mask after drafts[:i], and `Proposal.mask_rows` says
 how many rows (from row 0) it wrote, so the verify fills only the rows after them.
@@ -60,6 +61,9 @@ class DraftContext(Protocol):
 
     @property
     def output_ids(self) -> list[int]: ...
+
+    @property
+    def draft_tokens(self) -> list[int]: ...  # `tokens` as the draft model reads them (its prompt may be a window)
 
     def stops_on(self, token: int) -> bool: ...
 

@@ -25,7 +25,8 @@ Inside a forced text whose row allows other splits of it, a history token that s
 differently is taken instead of the canonical one: history saw how this model writes it.
 
 The draft cache lives on the sequence (`ctx.draft_kv`); it is synced to the committed
-tokens (crop to the common prefix) at the start of every proposal.
+tokens as the draft reads them (`ctx.draft_tokens`: the prompt may be a window of it,
+`engine.drafters.window`) at the start of every proposal (crop to the common prefix).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class ModelDrafter:
             raise RuntimeError("ModelDrafter needs a sequence with a draft KV cache")
         if k <= 0 and span <= 0:
             return Proposal()
-        pending = kv.pending_for_logits(ctx.tokens)
+        pending = kv.pending_for_logits(ctx.draft_tokens)
         matcher = ctx.matcher
         transform = ctx.transform
         walk = ForcedWalk(ctx) if (self.masked and matcher is not None) else None

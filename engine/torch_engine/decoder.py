@@ -59,6 +59,7 @@ from engine.drafters import (
 )
 from engine.drafters.history import HistoryDrafts, HistoryIndex
 from engine.drafters.span import ForcedSpans
+from engine.drafters.window import draft_prompt
 from engine.loader import model_stop_token_ids
 from engine.pacing.acceptance_model import AcceptancePriors
 from engine.pacing.adaptive import AdaptiveK
@@ -174,15 +175,16 @@ class SpecDecoder:
         if version != seq.draft_lookup_version:  # nothing new stored since the last miss: no lookup
             seq.draft_lookup_version = version
             seq.stats.draft_cached_tokens = self.prefix_cache.restore(
-                seq.draft_kv, seq.request.prompt_token_ids, pool="draft")
+                seq.draft_kv, seq.draft_prompt_ids, pool="draft")
 
     def _publish(self, seq: SequenceState) -> None:
         """Offer each model's prompt to the prefix cache once its cache covers it."""
         assert self.prefix_cache is not None
-        for pool, kv in (("target", seq.target_kv), ("draft", seq.draft_kv)):
-            if pool in seq.unpublished and kv is not None and len(kv) >= seq.prompt_len:
+        for pool, kv, prompt in (("target", seq.target_kv, seq.request.prompt_token_ids),
+                                 ("draft", seq.draft_kv, seq.draft_prompt_ids)):
+            if pool in seq.unpublished and kv is not None and len(kv) >= len(prompt):
                 seq.unpublished.discard(pool)
-                self.prefix_cache.publish(kv, seq.request.prompt_token_ids, pool=pool)
+                self.prefix_cache.publish(kv, prompt, pool=pool)
 
     def _new_sequence(self, request: GenerationRequest) -> SequenceState:
         self.check_prompt(request)
@@ -193,6 +195,8 @@ class SpecDecoder:
         drafter = self._drafter_for(request)
         matcher = request.grammar.matcher() if request.grammar is not None else None
         spans = self.spans if matcher is not None else None
+        drafts_on_model = self.draft_model is not None and self.config.drafter == "model"
+        windowed = draft_prompt(request.prompt_token_ids, window=self.config.draft_window) if drafts_on_model else None
         return SequenceState(
             request=request,
             tokens=list(request.prompt_token_ids),
@@ -212,9 +216,11 @@ class SpecDecoder:
             ),
             target_kv=cache_for(self.target_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self)),
             draft_kv=(
-                cache_for(self.draft_model, device=self.device, prefix=request.prompt_token_ids, pool=id(self))
-                if self.draft_model is not None and self.config.drafter == "model" else None
+                cache_for(self.draft_model, device=self.device, pool=id(self),
+                          prefix=windowed if windowed is not None else request.prompt_token_ids)
+                if drafts_on_model else None
             ),
+            draft_prompt=windowed,
             matcher=matcher,
             stats=RequestStats(
                 prompt_tokens=len(request.prompt_token_ids),
@@ -246,7 +252,7 @@ class SpecDecoder:
         if seq.stats.steps == 1:  # the first decode step: what the record knew of this request at its start
             seq.stats.pacing_record = keys.level(decided_by) if expected is not None else ""
         return seq.adaptive.choose_k(
-            catch_up_tokens=len(seq.tokens) - len(seq.draft_kv), room=room, expected_remaining=expected)
+            catch_up_tokens=len(seq.draft_tokens) - len(seq.draft_kv), room=room, expected_remaining=expected)
 
     def choose_span(self, seq: SequenceState, *, k: int) -> int:
         """Grammar-forced tokens the next step's chain may add beyond `k` drafts of the

@@ -2,8 +2,10 @@
 a time: committed tokens, KV caches, matcher, generator, the request's transform T, scratch
 masks, statistics. `free()` drops every cache and the matcher at once (cancel / finish).
 
-Invariant: `tokens == prompt_token_ids + output_ids`; the KV caches hold a prefix of
-`tokens` (plus, transiently during a step, draft tokens), synced by cropping. Drafters see it
+Invariant: `tokens == prompt_token_ids + output_ids`; the target's KV cache holds a prefix of
+`tokens`, the draft's a prefix of `draft_tokens` (the same, or a window of the prompt then the
+output: `engine.drafters.window`), each plus, transiently during a step, draft tokens, synced
+by cropping. Drafters see it
 through the narrower `engine.drafters.base.DraftContext`.
 """
 
@@ -49,10 +51,23 @@ class SequenceState:
     history: HistoryDrafts | None = None  # earlier outputs' continuations (None: history drafts off)
     regions: RegionScanner | None = None  # the output read so far, for per-region draft statistics
     draft_lookup_version: int = -1  # the draft pool's version at this sequence's last lookup
+    draft_prompt: list[int] | None = None  # the prompt as the draft reads it (engine.drafters.window; None: all)
 
     @property
     def output_ids(self) -> list[int]:
         return self.tokens[self.prompt_len :]
+
+    @property
+    def draft_prompt_ids(self) -> list[int]:
+        """The prompt the draft model reads: a window of it (`draft_prompt`) or all of it."""
+        return self.draft_prompt if self.draft_prompt is not None else self.tokens[: self.prompt_len]
+
+    @property
+    def draft_tokens(self) -> list[int]:
+        """The committed tokens as the draft model reads them: its prompt, then the output."""
+        if self.draft_prompt is None:
+            return self.tokens
+        return self.draft_prompt + self.tokens[self.prompt_len :]
 
     @property
     def finished(self) -> bool:

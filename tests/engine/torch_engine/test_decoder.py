@@ -41,6 +41,7 @@ def greedy_reference(make_decoder: Any, compile_body: Any, tiny_pair: Any) -> li
     "drafter,options",
     [
         ("model", {}),
+        ("model", {"draft_window": 4}),
         ("model", {"draft_mask": False}),
         ("model", {"draft_mask": False, "unmasked_mode": "sample"}),
         ("ngram", {}),
