@@ -366,6 +366,8 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if scope is None or scope.core_pending:
             return None
+        if self.last == "n" and scope.clause == "select" and len(self.parens) == scope.depth:
+            return _AFTER_NOT  # `x NOT FROM`: the grammar's alias NOT; the reader takes NOT as binary
         if scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth:
             if not self._resolved(scope):
                 return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
