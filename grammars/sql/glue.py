@@ -14,12 +14,16 @@ has bound so far, and R those qualifiers used before FROM, not bound, whose requ
 the table of this item lacks (none after a subquery: its columns are unknown). The *blocked
 prefixes* are R and every *glue prefix* `n + sep + k` (n in N, sep in {"", "_"}, k a keyword
 that may follow a FROM item, `GLUE_KEYWORDS`: the join words, ON, and the words that end FROM:
-WHERE GROUP HAVING ORDER LIMIT UNION INTERSECT EXCEPT). A complete alias is refused when it
+WHERE GROUP HAVING ORDER LIMIT UNION INTERSECT EXCEPT), and, in an alias slot without AS
+(`t _`, `(subquery) _`), those keywords themselves (`KEYWORD_PREFIXES`: `cards WHERElanguage`,
+`Player_Attributes WHEREOverall_rating`: the model glued the keyword to the name it meant to
+write next; no Spider dev or BIRD mini-dev gold alias starts so). A complete alias is refused when it
 has a blocked prefix (`T1x` for T1 in R; `T1JOINsong`), or is a name of N run on into the
 beginning of sep + keyword (`T1Jo`, `T1_`: the glue stopped short), unless it is one of the
 *exceptions*: a name the schema or the query gives it (a table of the schema or a qualifier
-used before FROM) that would be accepted as this alias anyway, or a keyword (a keyword is read
-as a keyword, never as an alias). While the word is being typed it stays viable iff it has no
+used before FROM) that would be accepted as this alias anyway, or a keyword that SqlScope
+accepts as a keyword there (a keyword is read as a keyword, never as an alias; one it refuses
+there, such as WHERE while FROM may not end, is no exception: refused as typed). While the word is being typed it stays viable iff it has no
 blocked prefix or is a prefix of an exception: the word is refused as soon as its blocked
 prefix is complete (at the `1` of `T1` for T1 in R; it cannot run on forever; a mere beginning
 such as `T1Jo` can still go on to `T1Jox`), and never a dead end: a viable word can always be
@@ -46,6 +50,8 @@ from collections.abc import Iterable
 GLUE_KEYWORDS = frozenset(
     "natural inner cross left right full outer join on where group having order limit union "
     "intersect except".split())
+# an alias without AS may not start with one of these and go on (`cards WHERElanguage`)
+KEYWORD_PREFIXES = GLUE_KEYWORDS
 _SEPARATORS = ("", "_")
 _NAME_START = frozenset("abcdefghijklmnopqrstuvwxyz_")
 _TAILS = frozenset(sep + keyword for sep in _SEPARATORS for keyword in GLUE_KEYWORDS)

@@ -15,24 +15,33 @@ and says, character by character, whether it is still on course to resolve in sq
 - before FROM, every `Q.col` adds col to the columns Q requires; `Q.col` is refused unless some
   table has all of Q's required columns and col (or Q is bound in an enclosing scope to a
   table that has col); a bare column is recorded;
+- in FROM, a table may not be bound where a table bound before it in that FROM holds a bare
+  column of the select list or of an ON that it holds too (ambiguous; not after a NATURAL
+  join): refused as typed (`word_set`, quoted: `quoted_choices`); where every table would be
+  and FROM may end, a join (but NATURAL) or `,` is refused (`_join_closed`);
 - in FROM, an alias (`t AS a` / `t a`) is refused when its table lacks a column the alias is
   required to have, or when it is already bound, or when it runs on from such a qualifier
-  or from a name of the query into a keyword (`T1x`, `T1JOINsong`: the glued-alias rule of
+  or from a name of the query into a keyword, or starts (without AS) with such a keyword and
+  goes on (`T1x`, `T1JOINsong`, `cards WHERElanguage`: the glued-alias rule of
   grammars.sql.glue, which says exactly what it refuses, and from which character); a plain
   table name binds itself; the FROM
   clause cannot end (WHERE / GROUP / ORDER / LIMIT / HAVING / set op / `)` / `;` / end of text)
   while a qualifier used before FROM is unbound or a bare column is in none of its tables;
 - after FROM (ON, WHERE, GROUP BY, HAVING, ORDER BY), a qualifier must be bound (in this scope
-  or an enclosing one), its column must belong to its table, and a bare column must belong
-  to one of the tables in scope (or be a select-list alias that is also a column of the
-  schema: the grammar reads another bare word only as a qualifier, which an alias is not),
-  unless a subquery in FROM (whose columns are unknown here) is in scope; an operand right
+  or an enclosing one), its column must belong to its table, and a bare column must resolve
+  as in sqlite (`_bare_columns`): scope by scope outward, in exactly one table of the first
+  scope holding it (two: ambiguous, unless a NATURAL join came), or be a select-list alias
+  that is also a column of the schema (the grammar reads another bare word only as a
+  qualifier, which an alias is not; an ambiguous one only in ORDER BY); a subquery in FROM
+  (whose columns are unknown here) lets any column not decided nearer resolve; GROUP BY and
+  ORDER BY never reach an enclosing query (`_reach`: sqlite resolves them alone); an operand right
   after "(" may start with SELECT only where the bracket is not a call's, and with DISTINCT
   only in an aggregate's (count, sum, avg, total, group_concat), as in the grammar;
 - a keyword is never an alias or a qualifier; a quoted identifier (`"x"`, `` `x` ``, `[x]`)
   is a name in FROM and before `.`, elsewhere an opaque literal (Spider writes strings in
-  double quotes); in `Q."col"` (or `` Q.`col` ``) the qualifier is checked as in `Q.*`
-  and the column's text is not read (the grammar allows the schema's columns there);
+  double quotes); `Q."col"` (or `` Q.`col` ``) is read as typed like `Q.col`
+  (`_qualified_choices`: a prefix of a column Q may have, ASCII, closing on one; before
+  FROM the column joins Q's required ones);
 - after FROM (ON, WHERE, ...) a bracketed or backticked name outside `Q.` is read while it
   is typed (`quoted_choices`): the grammar reads `[x]` only as a qualifier and `` `x` `` as
   a qualifier or a column of the schema, so its text must stay a prefix of a name in scope
@@ -92,6 +101,10 @@ _ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
 # after an operand of ON while FROM may not end yet: the words the grammar allows there after
 # any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
 _ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
+# the same where no table may follow but FROM may end (`_join_closed`): no join but NATURAL
+_ON_ENDS = frozenset("and or not is in like glob between natural where group having order limit union "
+                     "intersect except".split())
+_CLOSED_JOINS = frozenset("inner cross left right full outer join".split())  # refused by `_join_closed`
 _OPERAND_ENDS = frozenset(("null", "end"))
 # the keywords that may follow a complete operand in a select list (any other word there is
 # an alias without AS, which the grammar also reads a keyword as: sqlite refuses it), and
@@ -110,6 +123,8 @@ MAX_CALL_DEPTH = 5
 MAX_WORD = 64
 _BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
 _CHECKED = frozenset("`[")  # quoted-name openers whose text is checked after FROM (quoted_choices)
+_LOCAL_TAILS = frozenset(("group", "order"))  # clauses whose names never reach an enclosing query
+_TAILS = {"where": "", "group": "group", "having": "having", "order": "order"}  # keyword -> _Scope.tail
 
 
 @dataclass(frozen=True)
@@ -156,13 +171,15 @@ class _Scope:
     joined: bool = False  # current FROM item came after JOIN (ON may follow)
     compound: bool = False  # a set operation came before: ORDER BY names result columns
     core_pending: bool = False  # after UNION/INTERSECT/EXCEPT, before its SELECT
+    tail: str = ""  # after FROM: the clause being read ("group" / "having" / "order"; "": another)
+    natural: bool = False  # a NATURAL join came: its shared columns are one (ambiguity not judged)
     # key() once per state of the scope: SqlScope._mut (the only way to change a scope) drops it
     cached_key: Hashed | None = field(default=None, repr=False, compare=False)
 
     def copy(self) -> _Scope:
         return _Scope(self.depth, self.clause, dict(self.refs), set(self.bare), dict(self.bound),
                       set(self.aliases), self.slot, self.table, self.joined, self.compound,
-                      self.core_pending)
+                      self.core_pending, self.tail, self.natural)
 
     def key(self) -> Hashed:
         key = self.cached_key
@@ -170,7 +187,8 @@ class _Scope:
             key = self.cached_key = Hashed((
                 self.depth, self.clause, tuple(sorted(self.refs.items())), tuple(sorted(self.bare)),
                 tuple(sorted(self.bound.items(), key=lambda kv: kv[0])), tuple(sorted(self.aliases)),
-                self.slot, self.table, self.joined, self.compound, self.core_pending))
+                self.slot, self.table, self.joined, self.compound, self.core_pending, self.tail,
+                self.natural))
         return key
 
 
@@ -192,19 +210,22 @@ class SqlSchema:
         self.functions = functions
         # SqlScope refuses a word (not a number) longer than this: no endless identifier
         self.max_word = max([MAX_WORD, *map(len, self.tables), *map(len, self.all_columns), *map(len, functions)])
-        self._fits: dict[frozenset[str], frozenset[str]] = {}
+        self._fits: dict[tuple[frozenset[str], bool], frozenset[str]] = {}
         self.memo: dict[object, Any] = {}  # for the mask layer (its signature tables): shared by its matchers
         self.blocks: dict[tuple[object, ...], sql_glue.Block | None] = {}  # SqlScope.word_block's
         # SqlScope.word_set's at an operand: one frozenset per (bindings, aliases, after "(")
         self.operands: dict[tuple[object, ...], frozenset[str]] = {}
         self.quoted: dict[tuple[object, ...], QuotedNames] = {}  # SqlScope.quoted_choices's
 
-    def fitting_columns(self, required: frozenset[str]) -> frozenset[str]:
-        """Columns col (identifiers) such that some table has all of `required` and col."""
-        hit = self._fits.get(required)
+    def fitting_columns(self, required: frozenset[str], *, names: bool = False) -> frozenset[str]:
+        """Columns col (identifiers; with `names`, any) such that some table has all of
+        `required` and col."""
+        key = (required, names)
+        hit = self._fits.get(key)
         if hit is None:
-            hit = frozenset().union(*(self.words[t] for t, cols in self.columns.items() if required <= cols))
-            self._fits[required] = hit
+            pick = self.columns if names else self.words
+            hit = frozenset().union(*(pick[t] for t, cols in self.columns.items() if required <= cols))
+            self._fits[key] = hit
         return hit
 
 
@@ -290,16 +311,26 @@ class SqlScope:
         """What a quoted name opened here with `opener` may spell, None where it is not
         checked: outside FROM's name slots, after FROM, a `[x]` (only a qualifier to the
         grammar) must name a table or alias in scope, a `` `x` `` also a column of the schema
-        (the grammar's); `"x"` is never checked (it also spells a string)."""
+        (the grammar's); `"x"` is never checked there (it also spells a string). In a FROM
+        table slot where a table holding a bare column already bound may not come
+        (`_taken`), a `"x"` or `` `x` `` must spell one of the other tables (`_table_choices`).
+        After `Q.` see `_qualified_choices`."""
         scope = self.scopes[-1] if self.scopes else None
+        if (scope is not None and scope.clause == "from" and scope.slot == "table" and opener in '"`'
+                and len(self.parens) == scope.depth):
+            return self._table_choices(scope, opener)
         if opener not in _CHECKED or scope is None or scope.clause not in ("on", "after"):
             return None
         visible = tuple(sorted(name for name in self._visible() if not name.startswith("(")))
-        key = (opener, visible)
+        names = set(visible) | (self.schema.all_columns if opener == "`" else set())
+        return self._quoted_names((opener, visible), opener, names)
+
+    def _quoted_names(self, key: tuple[object, ...], opener: str, names: Any) -> QuotedNames:
+        """`names` a quoted name opened with `opener` can spell (ASCII, without its closer or
+        a newline), with their prefixes; kept per `key`."""
         hit = self.schema.quoted.get(key)
         if hit is None:
             closer = _QUOTES[opener]
-            names = set(visible) | (self.schema.all_columns if opener == "`" else set())
             kept = frozenset(name for name in names
                              if name and name.isascii() and closer not in name and "\n" not in name)
             hit = QuotedNames(kept, frozenset(name[:end] for name in kept for end in range(len(name) + 1)))
@@ -307,6 +338,24 @@ class SqlScope:
                 self.schema.quoted.clear()
             self.schema.quoted[key] = hit
         return hit
+
+    def _table_choices(self, scope: _Scope, opener: str) -> QuotedNames | None:
+        """The tables a quoted name may spell in `scope`'s FROM table slot: None (any: the
+        grammar's) unless a bare column is taken (`_taken`), then those not holding one."""
+        taken = self._taken(scope)
+        if not taken:
+            return None
+        tables = frozenset(t for t, cols in self.schema.columns.items() if not taken & cols)
+        return self._quoted_names(("table", opener, tables), opener, tables)
+
+    def _qualified_choices(self, qual: str, opener: str) -> QuotedNames | None:
+        """The columns a quoted column after `qual.` may spell (`Q."col"`, `` Q.`col` ``), as
+        for a bare one (`_column_choices`) but any name of them; None: not checked (`qual` is
+        bound to a subquery, whose columns are unknown)."""
+        columns = self._column_choices(qual, names=True)
+        if columns is None:
+            return None
+        return self._quoted_names(("column", opener, columns), opener, columns)
 
     def word_set(self) -> frozenset[str] | None:
         """Words (lower case) a word starting at this point must be a prefix of; None: any."""
@@ -317,18 +366,28 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if scope is None or scope.core_pending:
             return None
-        if (scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth
-                and not self._resolved(scope)):
-            return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
+        if self.last == "n" and scope.clause == "select" and len(self.parens) == scope.depth:
+            return _AFTER_NOT  # `x NOT FROM`: the grammar's alias NOT; the reader takes NOT as binary
+        if scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth:
+            if not self._resolved(scope):
+                return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
+            if self._join_closed():
+                return _ON_ENDS  # `... ON a = b JOIN` would be: no table may follow
         if scope.clause == "from" and scope.slot == "table" and len(self.parens) == scope.depth:
-            return self.schema.table_words
+            taken = self._taken(scope)
+            return self.schema.table_words if not taken else frozenset(
+                table for table in self.schema.table_words if not taken & self.schema.columns[table])
         if scope.clause == "from" and scope.slot == "after_alias":
-            blocked = not self._resolved(scope)
-            words = (_JOIN_WORDS - {"outer"}) | ({"on"} if scope.joined else set())  # OUTER: after LEFT
-            return None if not blocked else frozenset(words)
+            on = {"on"} if scope.joined else set()
+            if not self._resolved(scope):
+                return frozenset((_JOIN_WORDS - {"outer"}) | on)  # OUTER: after LEFT
+            if self._join_closed():
+                return frozenset(_FROM_END | {"natural"} | on)
+            return None
         if scope.clause in ("on", "after") and self.operand and not scope.compound:
-            visible = self._visible()
-            key = (tuple(visible.items()), frozenset(scope.aliases) if scope.aliases else None,
+            reach = self._reach()
+            key = (tuple((tuple(s.bound.items()), s.natural) for s in reach),
+                   frozenset(scope.aliases) if scope.aliases else None, scope.tail == "order",
                    self.last if self.last in _PAREN_WORDS else "", sum(1 for call in self.calls if call),
                    self.calls[-1] if self.calls and self.last in ("(a", "(f") else "")
             memo = self.schema.operands
@@ -337,27 +396,82 @@ class SqlScope:
                 return hit
             if len(memo) > _BLOCKS:
                 memo.clear()
-            memo[key] = words = self._operand_words(scope, visible)
+            memo[key] = words = self._operand_words(scope, reach)
             return words
         return None
 
-    def _operand_words(self, scope: _Scope, visible: dict[str, str | None]) -> frozenset[str]:
-        """word_set at an operand after FROM: the names in scope (their columns), the
-        select-list aliases that are columns of the schema, functions, the words that start an
-        operand, and SELECT after a bracket that is not a call's, DISTINCT after an aggregate's.
-        Only words the grammar accepts here whole: a word it reads only as a qualifier
-        (`cnt.x`) that the reader refuses to qualify (`cnt` not bound) would be a dead end."""
+    def _operand_words(self, scope: _Scope, reach: list[_Scope]) -> frozenset[str]:
+        """word_set at an operand after FROM: the names in scope, the bare columns that
+        resolve (`_bare_columns`), functions, the words that start an operand, and SELECT
+        after a bracket that is not a call's, DISTINCT after an aggregate's. Only words the
+        grammar accepts here whole: a word it reads only as a qualifier (`cnt.x`) that the
+        reader refuses to qualify (`cnt` not bound) would be a dead end."""
+        visible: dict[str, str | None] = {}
+        for inner in reversed(reach):
+            visible.update(inner.bound)
         names = set(filter(_is_word, visible))  # a quoted table's own name may hold a space
-        tables = [t for t in visible.values()]
-        if any(t is None for t in tables):
-            names |= self.schema.all_words
-        else:
-            for table in tables:
-                names |= self.schema.words.get(table or "", frozenset())
-        names |= (scope.aliases & self.schema.all_words) | (_OPERAND_WORDS - {"cast"})
+        names |= self._bare_columns(scope, reach) | (_OPERAND_WORDS - {"cast"})
         names |= {f for f in self.schema.functions | {"cast"} if self._may_call(f, self.last)}
         names |= _PAREN_WORDS.get(self.last, frozenset())
         return frozenset(names)
+
+    def _bare_columns(self, scope: _Scope, reach: list[_Scope]) -> set[str]:
+        """The bare columns (identifiers) that resolve at an operand of `scope` after FROM,
+        as sqlite resolves them: scope by scope outward (`reach`), a column held by exactly
+        one table bound in the first scope that holds it (two: ambiguous, unless a NATURAL
+        join came there), or a select-list alias that is a column of the schema (in ORDER
+        BY even where the column is ambiguous); every column not decided nearer where a
+        subquery whose columns are unknown is bound."""
+        words = self.schema.words
+        allowed: set[str] = set()
+        decided: set[str] = set()
+        for inner in reach:
+            tables = list(inner.bound.values())
+            counts: dict[str, int] = {}
+            for table in tables:
+                for column in words.get(table or "", frozenset()):
+                    counts[column] = counts.get(column, 0) + 1
+            ambiguous = set() if inner.natural else {c for c, n in counts.items() if n > 1}
+            if inner is scope:
+                aliases = scope.aliases & self.schema.all_words
+                allowed |= aliases if scope.tail == "order" else aliases - ambiguous
+                decided |= aliases
+            if None in tables:  # a subquery's columns: any column not decided may resolve here
+                allowed |= self.schema.all_words - decided - ambiguous
+                break
+            allowed |= counts.keys() - decided - ambiguous
+            decided |= counts.keys()
+        return allowed
+
+    def _join_closed(self) -> bool:
+        """Whether the innermost FROM may end here but no table may follow its current item
+        (every table holds a bare column that a table bound there holds: `_taken`): then a
+        join (but NATURAL) or `,` is refused, where it would lead only to a subquery."""
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is None or not scope.bare or scope.natural or scope.clause not in ("from", "on"):
+            return False
+        return self._item_end()[2]
+
+    def _item_end(self) -> tuple[bool, bool, bool]:
+        """(whether the current item of the innermost FROM may end here, whether FROM may end
+        after it, `_join_closed`)."""
+        probe = self.copy()
+        if not probe._bind_plain_table():
+            return False, False, False
+        inner = probe.scopes[-1]
+        if not probe._resolved(inner):
+            return True, False, False
+        taken = probe._taken(inner)
+        return True, True, bool(taken) and all(taken & cols for cols in self.schema.columns.values())
+
+    def _taken(self, scope: _Scope) -> frozenset[str]:
+        """The bare columns of `scope` (select list, ON) that a table bound in it already
+        holds: a table holding one of them may not be bound too (ambiguous), unless a
+        NATURAL join came."""
+        if not scope.bare or scope.natural:
+            return frozenset()
+        held = [self.schema.columns.get(table, frozenset()) for table in scope.bound.values() if table is not None]
+        return frozenset(column for column in scope.bare if any(column in cols for cols in held))
 
     def word_block(self) -> sql_glue.Block | None:
         """(blocked prefixes, exceptions) for a word starting here in a FROM alias slot (see
@@ -367,7 +481,8 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if scope is None or scope.clause != "from" or scope.slot not in _ALIAS_SLOTS:
             return None
-        key = (scope.slot, scope.table, tuple(scope.refs.items()), tuple(scope.bound))
+        ends = self._item_end() if scope.slot != "after_as" else (True, True, False)
+        key = (scope.slot, scope.table, tuple(scope.refs.items()), tuple(scope.bound), ends)
         memo = self.schema.blocks
         try:
             return memo[key]
@@ -379,11 +494,21 @@ class SqlScope:
         used = [*scope.refs, *scope.bound]
         misfits = {q for q in scope.refs if q not in scope.bound and not self._alias_fits(scope, q)}
         prefixes = sql_glue.glue_prefixes(used) | misfits
+        if scope.slot != "after_as":  # `cards WHERElanguage`: a keyword run on into a name
+            prefixes |= sql_glue.KEYWORD_PREFIXES
         if prefixes:
             names = (scope.refs.keys() | self.schema.tables) - KEYWORDS
             exceptions = {n for n in names if (sql_glue.near(n, used) or sql_glue.glued(n, prefixes))
                           and self._alias_fits(scope, n)}
             exceptions |= {k for k in KEYWORDS if sql_glue.glued(k, prefixes)}
+            # a keyword refused here (`_keyword`) is no exception: refused as typed, never stranded
+            binds, may_end, closed = ends
+            if not binds:  # the item cannot end here (its table is bound already): an alias comes
+                exceptions -= sql_glue.GLUE_KEYWORDS
+            elif not may_end:  # FROM may not end after this item
+                exceptions -= _FROM_END
+            if closed:  # no table may follow (`_join_closed`)
+                exceptions -= _CLOSED_JOINS
             block = prefixes, frozenset(exceptions)
         memo[key] = block
         return block
@@ -406,24 +531,38 @@ class SqlScope:
         table = scope.table if scope.slot != "after_sub" else None
         return table is None or scope.refs.get(low, frozenset()) <= self.schema.columns.get(table, frozenset())
 
+    def _reach(self) -> list[_Scope]:
+        """The scopes a name read now may resolve in, innermost first: those past their
+        SELECT list, up to and including the first one reading its GROUP BY or ORDER BY
+        (sqlite resolves those clauses without the enclosing queries)."""
+        out = []
+        for scope in reversed(self.scopes):
+            if scope.clause != "select":
+                out.append(scope)
+            if scope.tail in _LOCAL_TAILS:
+                break
+        return out
+
     def _visible(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
-        for scope in self.scopes:
-            if scope.clause != "select":
-                out.update(scope.bound)
+        for scope in reversed(self._reach()):
+            out.update(scope.bound)
         return out
 
     def _outer_binding(self, name: str) -> tuple[bool, str | None]:
-        for scope in reversed(self.scopes[:-1]):
-            if scope.clause != "select" and name in scope.bound:
+        inner = self.scopes[-1] if self.scopes else None
+        for scope in self._reach():
+            if scope is not inner and name in scope.bound:
                 return True, scope.bound[name]
         return False, None
 
-    def _column_choices(self, qual: str) -> frozenset[str] | None:
+    def _column_choices(self, qual: str, *, names: bool = False) -> frozenset[str] | None:
+        """The columns `qual.col` may name here (those a bare word can spell; with `names`,
+        every name, for a quoted column); None: any (a subquery's, unknown)."""
         scope = self.scopes[-1] if self.scopes else None
         if scope is None:
             return None
-        words = self.schema.words
+        words = self.schema.columns if names else self.schema.words
         if scope.clause != "select" and qual in scope.bound:
             table = scope.bound[qual]
             return None if table is None else words.get(table, frozenset())
@@ -432,7 +571,7 @@ class SqlScope:
             if not outer or table is None:
                 return None
             return words.get(table, frozenset())
-        choices = self.schema.fitting_columns(scope.refs.get(qual, frozenset()))
+        choices = self.schema.fitting_columns(scope.refs.get(qual, frozenset()), names=names)
         if outer:
             if table is None:
                 return None
@@ -450,8 +589,8 @@ class SqlScope:
                 return False
         if scope.bare:
             tables = list(scope.bound.values())
-            for s in self.scopes[:-1]:
-                if s.clause != "select":
+            for s in self._reach():
+                if s is not scope:
                     tables.extend(s.bound.values())
             if None in tables:
                 return True
@@ -494,10 +633,8 @@ class SqlScope:
                 self.operand = False
             return True
         if mode:
-            if self.last == "q":  # a qualified column, quoted: an operand, its text not read
-                if ch == _QUOTES[mode]:
-                    self.mode, self.last, self.operand = "", "w", False
-                return True
+            if self.last == "q":  # a qualified column, quoted
+                return self._qualified_char(ch)
             checked = self.checked
             if ch == _QUOTES[mode]:
                 self.mode = ""
@@ -543,8 +680,13 @@ class SqlScope:
             if scope is not None and scope.clause == "select":
                 scope = self._mut()
                 scope.refs[qual] = scope.refs.get(qual, frozenset())
-            if ch in _QUOTES:  # `Q."col"`: Q must be bound, as for `Q.*`; the column is the grammar's
+            if ch in _QUOTES:  # `Q."col"`: read as typed, a column Q may have (as `Q.col`)
                 self.mode, self.quoted, self.last = ch, "", "q"
+                self.qual = qual  # until the name closes
+                self.checked = checked = self._qualified_choices(qual, ch)
+                if checked is not None:
+                    self.touched = True
+                    return bool(checked.names)
                 return True
             self.operand = False
             return True
@@ -598,6 +740,8 @@ class SqlScope:
             if scope is not None and len(self.parens) == scope.depth and scope.clause in ("from", "on"):
                 if scope.clause == "from" and not self._bind_plain_table():
                     return False
+                if self._join_closed():
+                    return False  # no table may follow
                 scope = self._mut()
                 scope.clause, scope.slot, scope.joined = "from", "table", False
             return True
@@ -605,6 +749,30 @@ class SqlScope:
             self.operand = not self.operand  # `count(*)` / `SELECT *`, else a product
             return True
         self.operand = True  # operator
+        return True
+
+    def _qualified_char(self, ch: str) -> bool:
+        """One character of a quoted column after `Q.`: its text stays a prefix of a column Q
+        may have and closes on one (where Q's columns are known), which Q then requires
+        before FROM, as `Q.col` does."""
+        checked = self.checked
+        if ch != _QUOTES[self.mode]:
+            self.quoted += ch
+            if checked is None:
+                return True
+            self.touched = True
+            return ch.isascii() and self.quoted.lower() in checked.prefixes
+        qual, low = self.qual, self.quoted.lower()
+        self.mode, self.last, self.operand, self.qual, self.checked = "", "w", False, None, None
+        if checked is None:
+            return True
+        self.touched = True
+        if low not in checked.names:
+            return False
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is not None and qual is not None and scope.clause == "select" and qual not in scope.bound:
+            scope = self._mut()
+            scope.refs[qual] = scope.refs.get(qual, frozenset()) | {low}
         return True
 
     def _quoted_closed(self, name: str) -> bool:
@@ -671,7 +839,12 @@ class SqlScope:
         if scope.clause == "select":
             self._mut().bare.add(low)
             return True
-        return words is None or low in words
+        if words is not None and low not in words:
+            return False
+        if scope.clause == "on" and low not in scope.bare and any(
+                low in self.schema.columns.get(table or "", frozenset()) for table in scope.bound.values()):
+            self._mut().bare.add(low)  # resolved here: a table joined later must not hold it too
+        return True
 
     def _may_call(self, function: str, last: str) -> bool:
         """Whether a call of `function` may start here (`last`: before its name): fewer than
@@ -687,6 +860,9 @@ class SqlScope:
         scope = self.scopes[-1]
         slot = scope.slot
         if slot == "table":
+            taken = self._taken(scope)
+            if taken & self.schema.columns.get(low, frozenset()):
+                return False  # a bare column already in a table bound here would be ambiguous
             scope = self._mut()
             scope.table, scope.slot = low, "after_table"
             return True
@@ -763,10 +939,13 @@ class SqlScope:
         if scope.clause in ("from", "on") and low in _JOIN_WORDS:
             if scope.clause == "from" and not self._bind_plain_table():
                 return False
+            if scope.slot != "join_kw" and low in _CLOSED_JOINS and self._join_closed():
+                return False  # no table may follow
             scope = self._mut()
             scope.clause = "from"
             scope.slot = "table" if low == "join" else "join_kw"
             scope.joined = True
+            scope.natural = scope.natural or low == "natural"
             return True
         if low == "on" and scope.clause == "from":
             if not self._bind_plain_table():
@@ -778,4 +957,6 @@ class SqlScope:
                 return False
             if low in _SET_OPS:
                 self._mut().core_pending = True
+            elif low in _TAILS and scope.tail != _TAILS[low]:
+                self._mut().tail = _TAILS[low]
         return True

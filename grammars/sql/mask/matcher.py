@@ -22,7 +22,7 @@ Contract (the Matcher contract of grammars.matcher, plus):
   reading consults that text (SqlScope.touched: FROM's alias slots; but a punctuation
   token closing one fresh quoted name, sql_punct.known_names, per opaque shape still),
   either shape less a leading blank where reading a blank leaves the signature unchanged;
-  inside a checked quoted name (SqlScope.quoted_choices: `[x` after FROM) only the tokens
+  inside a checked quoted name (SqlScope.quoted_choices: `[x` after FROM, `T1."x`) only the tokens
   keeping its text a prefix of one of its names, or closing on one, are kept (a vocabulary
   mask per text typed, grammars.sql.mask.vocab.inside_checked), those closing it read one by
   one; punctuation tokens ending inside such a name by its text

@@ -21,8 +21,11 @@ Contract:
   (there COMMA kinds are not decided: the text before the `,` decides); the first such `,`
   decides, those after it cannot refuse), `RPAREN` (a `)`
   closing a bracket opened before the text: a subquery's ends its FROM), `CLOSER` (a
-  quoted name closing: in FROM's name slots its text is read), `CHECKED` (a `[` or `` ` ``
-  name opening: after FROM its text is read as it is typed, SqlScope.quoted_choices).
+  quoted name closing: in FROM's name slots its text is read), `CHECKED` (a quoted name
+  opening: where SqlScope.quoted_choices checks it, its text is read as it is typed: a
+  `[` / `` ` `` one after FROM, a table name where a table holding a bare column already
+  bound may not come, a qualified column `Q."col"` (that one after `Q.`, a state whose
+  punctuation only `*` settles).
 - `punctuation_verdicts(scope)` is (kinds all accepted, kinds all refused) at `scope`: a
   token of an accepted kind is one `SqlScope.feed(text) and viable()` accepts, of a refused
   kind one it refuses; kinds in neither are not decided here (CHECKED ones where names are
@@ -110,8 +113,7 @@ def punctuation(text: str) -> tuple[int, list[str]]:
             mode = "'"
         elif ch in _QUOTED:
             mode, name = _QUOTED[ch], []
-            if ch != '"':
-                flags |= CHECKED
+            flags |= CHECKED
         elif ch == "(":
             depth += 1
         elif ch == ")":
@@ -217,7 +219,7 @@ def _flag_verdicts(settled: SqlScope, *, checking: bool = True) -> dict[int, boo
     name_slot = in_from and inner is not None and inner.slot in _FROM_NAME_SLOTS
     subquery = True in settled.parens
     comma = settled.copy().feed(",")  # where FROM's `,` binds the item before it, it may refuse
-    checks = checking and settled.quoted_choices("[") is not None
+    checks = checking and any(settled.quoted_choices(opener) is not None for opener in _QUOTED)
     # right after a keyword in a select list a `,` is refused (`a AND,`), after anything else not
     keyword_comma = inner is not None and inner.clause in ("select", "from") and settled.last in ("k", "n")
     verdicts = {}
@@ -228,7 +230,7 @@ def _flag_verdicts(settled: SqlScope, *, checking: bool = True) -> dict[int, boo
             continue  # a quoted name in FROM is read (after FROM's `,` too: a table slot)
         if flags & COMMA and keyword_comma:
             continue  # refused only where the `,` comes first
-        if flags & CHECKED and checks:
-            continue  # the name's text is read as it is typed (checked_kinds)
+        if flags & CHECKED and (checks or (flags & COMMA and in_from)):
+            continue  # the name's text is read as it is typed (checked_kinds; after FROM's `,`, a table slot)
         verdicts[flags] = comma if flags & COMMA else True
     return verdicts

@@ -110,18 +110,15 @@ def canonical_pre(pre: str) -> str:
 
 
 _OPEN = {"'": "'", '"': '"', "`": "`", "[": "]"}
-_CHECKED_CLOSERS = frozenset("`]")  # SqlScope reads these names' text as it is typed (quoted_choices)
 
 
 def reading_shape(text: str) -> str:
     """`text` as SqlScope reads it from outside a literal: identifier runs lower-cased,
     whitespace runs as " ", other non-structural runs as "=", the content of a '...' literal
-    dropped (only its quotes kept), a quoted name's kept lower-cased when it closes in the
-    token or is a `[` / `` ` `` one (read as typed where checked, SqlScope.quoted_choices);
-    an unclosed `"` one's content is read only once it closes, so it is dropped."""
+    dropped (only its quotes kept), a quoted name's kept (ASCII lower-cased), closed or not
+    (an unclosed one's text is read as it is typed where SqlScope.quoted_choices checks it)."""
     out: list[str] = []
     closer = ""
-    opened = 0  # len(out) right after the opening quote of an unclosed quoted name
     for ch in text:
         if closer:
             if ch == closer:
@@ -138,16 +135,14 @@ def reading_shape(text: str) -> str:
             continue
         out.append(c)
         closer = _OPEN.get(ch, "")
-        opened = len(out)
-    if closer and closer not in _CHECKED_CLOSERS and closer != "'":
-        del out[opened:]  # a `"` name's text, unread until it closes (a `[` / `` ` `` one's is read as typed)
     return "".join(out)
 
 
 def opaque_shape(shape: str) -> str:
     """A reading shape with the text of each closed quoted name dropped (`"x"` -> `""`, also
     `` `x` `` and `[x]`) unless a `.` follows it (`"x".`: a qualifier, whose text matters);
-    an unclosed name's text is kept (a `[` / `` ` `` one's is read as it is typed).
+    an unclosed `[` / `` ` `` name's text is kept, an unclosed `"` one's dropped (read only
+    where checked: SqlScope.quoted_choices, which sets touched).
     Texts of one opaque shape read alike from any state where reading them consults no
     quoted name's text (SqlScope.touched stays False): elsewhere the name is an opaque
     operand, forgotten at the next character."""
@@ -166,7 +161,7 @@ def opaque_shape(shape: str) -> str:
         elif ch in _OPEN and ch != "'":
             closer, opened = _OPEN[ch], index + 1
         out.append(ch)
-    if closer:
+    if closer and closer != '"':
         out.append(shape[opened:])
     return "".join(out)
 

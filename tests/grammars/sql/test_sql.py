@@ -208,9 +208,9 @@ def test_schema_mode_iif_backticks_and_no_argument_dates(xgr_compiler) -> None: 
     for query in bad:
         assert not accepts(compiled, query), query
         assert not check_sql(query, tables).valid, query
-    # a quoted column after a qualifier is the grammar's (any schema column), not checked
-    # against the qualifier's table (sqlite's verdict reports it): docs/sql.md
-    assert accepts(compiled, "SELECT T1.`date` FROM singer AS T1")
+    # a quoted column after a qualifier is checked against the qualifier's table, as a bare one
+    assert not accepts(compiled, "SELECT T1.`date` FROM singer AS T1")
+    assert not check_sql("SELECT T1.`date` FROM singer AS T1", tables).valid
 
 
 def test_select_list_aliases_without_as(xgr_compiler) -> None:  # type: ignore[no-untyped-def]

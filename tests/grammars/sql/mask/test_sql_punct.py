@@ -34,13 +34,13 @@ from tests.grammars.sql.test_sql_scope import _compiled, _gold, _tables
 
 
 @pytest.mark.parametrize("text,kind", [
-    ('="', LEAD_OTHER * FLAGS),
+    ('="', LEAD_OTHER * FLAGS + CHECKED),  # any quoted name opening: read as typed where checked
     ("),\n", LEAD_OTHER * FLAGS + RPAREN + COMMA),
     ("(*)", LEAD_OTHER * FLAGS),  # its `)` closes the bracket it opened
     ("(,", LEAD_OTHER * FLAGS),  # a comma inside a bracket the text opened
     ("),(", LEAD_OTHER * FLAGS + RPAREN + COMMA),
-    (' ""', LEAD_OTHER * FLAGS + CLOSER),
-    ('"a")', LEAD_OTHER * FLAGS + CLOSER + RPAREN),
+    (' ""', LEAD_OTHER * FLAGS + CHECKED + CLOSER),
+    ('"a")', LEAD_OTHER * FLAGS + CHECKED + CLOSER + RPAREN),
     ("'x;y,)'", LEAD_OTHER * FLAGS),  # a string's content is never read
     ("'", LEAD_OTHER * FLAGS),
     (" ;\n", LEAD_SEMI * FLAGS),
@@ -50,7 +50,7 @@ from tests.grammars.sql.test_sql_scope import _compiled, _gold, _tables
     ("，", LEAD_OTHER * FLAGS),  # non-ASCII: read as an operator
     ("([T", LEAD_OTHER * FLAGS + CHECKED),  # a bracketed name opens: read as typed after FROM
     (" `x`)", LEAD_OTHER * FLAGS + CHECKED + CLOSER + RPAREN),
-    ('"[x', LEAD_OTHER * FLAGS),  # a `[` inside a double-quoted name is its text
+    ('"[x', LEAD_OTHER * FLAGS + CHECKED),  # a `[` inside a double-quoted name is its text
     ('"a".', -1),  # a qualifier: its name is read
     ("a=", -1),
     (");", -1),
@@ -126,8 +126,8 @@ _BEYOND_VOCABULARY = [',"singer",', ' , "singer" ,', '),', ') ,', '"T1",', ' "" 
     'SELECT "".Year FROM stadium AS',  # ... and ` ""` refused: the alias "" must have Year
     'SELECT "".Year FROM stadium',
     "SELECT name FROM singer ,",
-    "SELECT name FROM singer , singer",  # bound twice: `,` refused (and `;`, `)`)
-    "SELECT name FROM singer , singer (",  # `),` binds singer again: refused past the `)`
+    "SELECT count(*) FROM singer , singer",  # bound twice: `,` refused (and `;`, `)`)
+    "SELECT count(*) FROM singer , singer (",  # `),` binds singer again: refused past the `)`
     "SELECT name FROM singer , concert AS c",  # `,"singer",`: the second `,` binds singer again
     "SELECT name FROM singer AS T1 JOIN concert AS T2 ON T1.Singer_ID = T2.concert_ID",
     "SELECT name FROM singer WHERE Singer_ID IN (SELECT Singer_ID FROM singer_in_concert",
@@ -140,6 +140,7 @@ _BEYOND_VOCABULARY = [',"singer",', ' , "singer" ,', '),', ') ,', '"T1",', ' "" 
     "SELECT name FROM singer AS T1 WHERE T1.Age = ",  # a `[` / `` ` `` name is checked as typed
     "SELECT name FROM singer AS T1 JOIN concert AS T2 ON (",
     "SELECT name FROM singer WHERE Singer_ID IN (SELECT Singer_ID FROM singer_in_concert) AND (",
+    "SELECT name FROM singer JOIN",  # a quoted table is checked as typed: singer would be ambiguous
 ])
 def test_verdicts_equal_readings_for_every_text_at_built_states(xgr_compiler: Any, prefix: str) -> None:
     vocab = _compiled(xgr_compiler, "concert_singer").matcher().vocab
