@@ -56,7 +56,10 @@ accepts whole at that point, or one the reader lets qualify (a bound name), so t
 being typed can always end (tests/grammars/test_sql_dead_ends.py walks the two together).
 A word not starting with a digit is at most `schema.max_word` characters (max(MAX_WORD, the
 schema's longest name)): every word a finite `word_set()` holds fits, any other (an alias) may
-end anywhere, so the cap strands nothing; numbers are not capped (`1e` must go on).
+end anywhere, so the cap strands nothing. A word starting with a digit (a number's digits,
+with an unsigned exponent) is at most MAX_NUMBER characters: it may end anywhere but right
+after its `e`, where a sign may always come (`1e+`, the exponent's digits then a word of
+their own).
 `signature()` is a hashable summary: equal signatures behave equally on every text (each
 scope's part is kept, with its hash, until the scope changes: most characters change none).
 
@@ -70,6 +73,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grammars.sql import glue as sql_glue
+from grammars.sql.repeats import Predicates
 
 IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 KEYWORDS = frozenset((
@@ -108,6 +112,10 @@ MAX_CALL_DEPTH = 5
 # the longest identifier or keyword word (not a number): max(MAX_WORD, the schema's longest
 # table / column / function name); gold Spider dev / BIRD mini-dev words: docs/sql.md
 MAX_WORD = 64
+# the longest word starting with a digit: a number's digits before its point, or after it,
+# each with an exponent written without a sign (`1e5`), or a signed exponent's digits (`1e+5`);
+# gold Spider dev / BIRD mini-dev: 6 (`201301`), 2 after a point, no exponent
+MAX_NUMBER = 20
 _BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
 _CHECKED = frozenset("`[")  # quoted-name openers whose text is checked after FROM (quoted_choices)
 
@@ -212,7 +220,8 @@ class SqlScope:
     """Name-resolution state of one query being generated (see the module docstring)."""
 
     __slots__ = ("schema", "scopes", "parens", "calls", "callee", "mode", "word", "word_set_at_start", "word_block_at_start",
-                 "quoted", "checked", "pending", "cases", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
+                 "quoted", "checked", "pending", "cases", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned",
+                 "predicates")
 
     def __init__(self, schema: SqlSchema) -> None:
         self.schema = schema
@@ -238,6 +247,7 @@ class SqlScope:
         self.as_pending = False  # `AS` seen outside FROM: the next word is an alias or a type
         self.touched = False  # a closed quoted name's text was consulted (see `feed`)
         self._owned = True  # scopes[-1] is this reader's own (copies share it until one mutates it)
+        self.predicates = Predicates()  # how often each predicate was written (grammars.sql.repeats)
 
     def copy(self) -> SqlScope:
         """An independent reader in the same state: both share the scopes until one of them
@@ -254,13 +264,14 @@ class SqlScope:
         new.cases = self.cases
         new.operand, new.last, new.ended = self.operand, self.last, self.ended
         new.as_pending, new.touched = self.as_pending, self.touched
+        new.predicates = self.predicates.copy()
         return new
 
     def signature(self) -> tuple[object, ...]:
         return (tuple(s.key() for s in self.scopes), tuple(self.parens), tuple(self.calls), self.callee,
                 self.mode, self.word.lower(),
                 self.quoted.lower(), self.pending, self.qual, self.operand, self.last, self.ended, self.as_pending,
-                self.cases)
+                self.cases, self.predicates.signature())
 
     # -- text ---------------------------------------------------------------------------
     def feed(self, text: str) -> bool:
@@ -283,7 +294,7 @@ class SqlScope:
     def can_end(self) -> bool:
         """Whether the text may end here (as far as names go; the grammar decides syntax)."""
         probe = self.copy()
-        return probe._char(" ") and probe._end_from() and not probe.parens
+        return probe._char(" ") and probe._end_from() and not probe.parens and probe.predicates.end()
 
     # -- the word that may start here ---------------------------------------------------
     def quoted_choices(self, opener: str) -> QuotedNames | None:
@@ -314,6 +325,9 @@ class SqlScope:
             return None
         if self.qual is not None:
             return self._column_choices(self.qual)
+        repeated = self.predicates.capped(depth=len(self.parens))
+        if repeated is not None:
+            return repeated  # the predicate open here may not end (grammars.sql.repeats)
         scope = self.scopes[-1] if self.scopes else None
         if scope is None or scope.core_pending:
             return None
@@ -485,6 +499,8 @@ class SqlScope:
         return True
 
     def _char(self, ch: str) -> bool:
+        if not self.predicates.char(ch, word=self.word, mode=self.mode, depth=len(self.parens)):
+            return False
         if self.ended:
             return ch.isspace()
         mode = self.mode
@@ -522,7 +538,7 @@ class SqlScope:
                 self.word_set_at_start = words = self.word_set()
                 self.word_block_at_start = self.word_block() if words is None else None
             self.word += ch
-            return len(self.word) <= self.schema.max_word or self.word[0].isdigit()
+            return len(self.word) <= (MAX_NUMBER if self.word[0].isdigit() else self.schema.max_word)
         if self.word:
             word, self.word = self.word, ""
             if not self._word(word, ch):

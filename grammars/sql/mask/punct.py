@@ -22,7 +22,10 @@ Contract:
   decides, those after it cannot refuse), `RPAREN` (a `)`
   closing a bracket opened before the text: a subquery's ends its FROM), `CLOSER` (a
   quoted name closing: in FROM's name slots its text is read), `CHECKED` (a `[` or `` ` ``
-  name opening: after FROM its text is read as it is typed, SqlScope.quoted_choices).
+  name opening: after FROM its text is read as it is typed, SqlScope.quoted_choices); a `,`
+  or a `)` also ends a predicate (grammars.sql.repeats), which is refused where written
+  MAX_REPEATS times: where a predicate was written MAX_REPEATS - 1 times those kinds are not
+  decided.
 - `punctuation_verdicts(scope)` is (kinds all accepted, kinds all refused) at `scope`: a
   token of an accepted kind is one `SqlScope.feed(text) and viable()` accepts, of a refused
   kind one it refuses; kinds in neither are not decided here (CHECKED ones where names are
@@ -218,6 +221,7 @@ def _flag_verdicts(settled: SqlScope, *, checking: bool = True) -> dict[int, boo
     subquery = True in settled.parens
     comma = settled.copy().feed(",")  # where FROM's `,` binds the item before it, it may refuse
     checks = checking and settled.quoted_choices("[") is not None
+    repeated = bool(settled.predicates.near)  # a `,` or `)` may end a predicate written too often
     # right after a keyword in a select list a `,` is refused (`a AND,`), after anything else not
     keyword_comma = inner is not None and inner.clause in ("select", "from") and settled.last in ("k", "n")
     verdicts = {}
@@ -230,5 +234,7 @@ def _flag_verdicts(settled: SqlScope, *, checking: bool = True) -> dict[int, boo
             continue  # refused only where the `,` comes first
         if flags & CHECKED and checks:
             continue  # the name's text is read as it is typed (checked_kinds)
+        if flags & (COMMA | RPAREN) and repeated:
+            continue  # the text before it is the predicate's (grammars.sql.repeats)
         verdicts[flags] = comma if flags & COMMA else True
     return verdicts
