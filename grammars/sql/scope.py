@@ -60,6 +60,14 @@ end anywhere, so the cap strands nothing. A word starting with a digit (a number
 with an unsigned exponent) is at most MAX_NUMBER characters: it may end anywhere but right
 after its `e`, where a sign may always come (`1e+`, the exponent's digits then a word of
 their own).
+At most MAX_FROM_ITEMS FROM items per SELECT core while FROM may end (then the words after
+an item's alias and after an ON operand are finite lists without the join words); past it an
+item may start only while FROM may not end yet and must bind what FROM lacks (a missing
+qualifier, or a table for a bare column no bound table has): `word_set()` and
+`quoted_choices()` name the tables and aliases that can, `past_from_cap()` says the mask
+layer is there. How often each predicate is written is followed by grammars.sql.repeats
+(`predicates`; at most MAX_REPEATS writings, the words after a predicate that may not end
+from `word_set()`).
 `signature()` is a hashable summary: equal signatures behave equally on every text (each
 scope's part is kept, with its hash, until the scope changes: most characters change none).
 
@@ -106,6 +114,12 @@ _CASE_WORDS = frozenset("when then else end".split())  # only inside a CASE at i
 # the keywords that may follow a FROM item, per slot (none after AS: an alias comes)
 _AFTER_ITEM = {slot: _JOIN_WORDS | _FROM_END | {"on"} | ({"as"} if slot != "after_alias" else set())
                for slot in ("after_table", "after_sub", "after_alias")} | {"after_as": frozenset()}
+# FROM items per SELECT core (1 + JOINs + commas); gold Spider dev / BIRD mini-dev: 4. Past it
+# an item may start only while FROM may not end yet, and must then bind what FROM lacks
+MAX_FROM_ITEMS = 8
+# after an operand of ON at the cap, FROM ending or not: the words the grammar allows there
+# after any operand, less the join words
+_ON_AT_CAP = (_ON_GOES_ON - _JOIN_WORDS) | _FROM_END
 # calls (functions, CAST) open at once; gold Spider dev / BIRD mini-dev: 4, and a column spelled
 # like a function (`Date`) counts as a call's start there (`CAST(SUM(IIF(SUBSTRING(Date`)
 MAX_CALL_DEPTH = 5
@@ -164,13 +178,14 @@ class _Scope:
     joined: bool = False  # current FROM item came after JOIN (ON may follow)
     compound: bool = False  # a set operation came before: ORDER BY names result columns
     core_pending: bool = False  # after UNION/INTERSECT/EXCEPT, before its SELECT
+    items: int = 0  # FROM items named (a table or a subquery; up to MAX_FROM_ITEMS + 1: past it, all alike)
     # key() once per state of the scope: SqlScope._mut (the only way to change a scope) drops it
     cached_key: Hashed | None = field(default=None, repr=False, compare=False)
 
     def copy(self) -> _Scope:
         return _Scope(self.depth, self.clause, dict(self.refs), set(self.bare), dict(self.bound),
                       set(self.aliases), self.slot, self.table, self.joined, self.compound,
-                      self.core_pending)
+                      self.core_pending, self.items)
 
     def key(self) -> Hashed:
         key = self.cached_key
@@ -178,7 +193,7 @@ class _Scope:
             key = self.cached_key = Hashed((
                 self.depth, self.clause, tuple(sorted(self.refs.items())), tuple(sorted(self.bare)),
                 tuple(sorted(self.bound.items(), key=lambda kv: kv[0])), tuple(sorted(self.aliases)),
-                self.slot, self.table, self.joined, self.compound, self.core_pending))
+                self.slot, self.table, self.joined, self.compound, self.core_pending, self.items))
         return key
 
 
@@ -301,7 +316,11 @@ class SqlScope:
         """What a quoted name opened here with `opener` may spell, None where it is not
         checked: outside FROM's name slots, after FROM, a `[x]` (only a qualifier to the
         grammar) must name a table or alias in scope, a `` `x` `` also a column of the schema
-        (the grammar's); `"x"` is never checked (it also spells a string)."""
+        (the grammar's); `"x"` is never checked (it also spells a string). In a FROM item
+        past MAX_FROM_ITEMS every quoted name is checked (`_capped_item_quoted`)."""
+        capped = self._capped_item_quoted(opener)
+        if capped is not None:
+            return capped
         scope = self.scopes[-1] if self.scopes else None
         if opener not in _CHECKED or scope is None or scope.clause not in ("on", "after"):
             return None
@@ -331,14 +350,21 @@ class SqlScope:
         scope = self.scopes[-1] if self.scopes else None
         if scope is None or scope.core_pending:
             return None
-        if (scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth
-                and not self._resolved(scope)):
-            return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
+        if scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth:
+            if not self._resolved(scope):
+                return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
+            if scope.items >= MAX_FROM_ITEMS:
+                return _ON_AT_CAP  # no other item: `ON a = b JOIN` would be refused once typed
+        capped = self._capped_item_words(scope)
+        if capped is not None:
+            return capped
         if scope.clause == "from" and scope.slot == "table" and len(self.parens) == scope.depth:
             return self.schema.table_words
         if scope.clause == "from" and scope.slot == "after_alias":
             blocked = not self._resolved(scope)
             words = (_JOIN_WORDS - {"outer"}) | ({"on"} if scope.joined else set())  # OUTER: after LEFT
+            if not blocked and scope.items >= MAX_FROM_ITEMS:
+                return _FROM_END | ({"on"} if scope.joined else set())  # FROM may end, not go on
             return None if not blocked else frozenset(words)
         if scope.clause in ("on", "after") and self.operand and not scope.compound:
             visible = self._visible()
@@ -354,6 +380,114 @@ class SqlScope:
             memo[key] = words = self._operand_words(scope, visible)
             return words
         return None
+
+    # -- FROM items past the cap (MAX_FROM_ITEMS) ------------------------------------------
+    def _missing(self, scope: _Scope) -> set[str]:
+        """The qualifiers used before FROM that no table of this FROM (or an enclosing scope
+        with their columns) binds yet."""
+        missing = set()
+        for qual, cols in scope.refs.items():
+            if qual not in scope.bound:
+                outer, table = self._outer_binding(qual)
+                if not outer or (table is not None and not cols <= self.schema.columns.get(table, frozenset())):
+                    missing.add(qual)
+        return missing
+
+    def _uncovered(self, scope: _Scope) -> frozenset[str]:
+        """The bare columns of the select list in none of the tables bound so far (as in
+        `_resolved`: none where a subquery is in scope)."""
+        if not scope.bare:
+            return frozenset()
+        tables = list(scope.bound.values())
+        for outer in self.scopes[:-1]:
+            if outer.clause != "select":
+                tables.extend(outer.bound.values())
+        if None in tables:
+            return frozenset()
+        have = frozenset().union(*(self.schema.columns.get(t or "", frozenset()) for t in tables))
+        return frozenset(scope.bare - have)
+
+    def _fits(self, scope: _Scope, name: str, table: str | None) -> bool:
+        return table is None or scope.refs.get(name, frozenset()) <= self.schema.columns.get(table, frozenset())
+
+    def _useful(self, scope: _Scope, name: str, table: str | None) -> bool:
+        """Whether binding `name` to `table` (None: a subquery) binds what FROM lacks: a
+        missing qualifier, or a table holding a bare column no bound table has."""
+        if name in self._missing(scope) and self._fits(scope, name, table):
+            return True
+        uncovered = self._uncovered(scope)
+        return bool(uncovered) and (table is None or bool(uncovered & self.schema.columns.get(table, frozenset())))
+
+    def _useful_table(self, scope: _Scope, table: str) -> bool:
+        """Whether an item of `table` can bind what FROM lacks (itself, or under an alias)."""
+        return self._useful(scope, table, table) or any(
+            self._fits(scope, name, table) and name not in KEYWORDS for name in self._missing(scope))
+
+    def _capped_item_words(self, scope: _Scope) -> frozenset[str] | None:
+        """word_set in a FROM item past MAX_FROM_ITEMS, which must bind what FROM lacks: in
+        its table slot the tables that can; in its alias slots (unless its table holds a bare
+        column no bound table has: then any alias does) AS and the missing qualifiers it fits,
+        after a table that is one of them also the keywords that may follow it bound plain;
+        None elsewhere."""
+        if scope.clause != "from" or not self._past_cap(scope) or len(self.parens) != scope.depth:
+            return None
+        slot = scope.slot
+        if slot == "table":
+            return frozenset(t for t in self.schema.table_words if self._useful_table(scope, t))
+        if slot not in _ALIAS_SLOTS:
+            return None
+        table = scope.table if slot != "after_sub" else None
+        if slot != "after_sub" and table is None:
+            return None
+        uncovered = self._uncovered(scope)
+        if uncovered and (table is None or uncovered & self.schema.columns.get(table, frozenset())):
+            return None  # any alias binds a table holding a bare column none has
+        words = {name for name in self._missing(scope)
+                 if _is_word(name) and name not in KEYWORDS and self._fits(scope, name, table)}
+        if slot == "after_as":
+            return frozenset(words)
+        words.add("as")
+        if table is not None and self._useful(scope, table, table):  # the table may bind itself
+            probe = self.copy()
+            probe._bind_plain_table()
+            resolved = probe._resolved(probe.scopes[-1])
+            words |= (_FROM_END if resolved else _JOIN_WORDS - {"outer"}) | ({"on"} if scope.joined else set())
+        return frozenset(words)
+
+    def _capped_item_quoted(self, opener: str) -> QuotedNames | None:
+        """quoted_choices in a FROM item past MAX_FROM_ITEMS: the names `_capped_item_words`
+        allows, quoted (any text: a table's own name, or an alias; ASCII, without the
+        closer); None where any name may come."""
+        scope = self.scopes[-1] if self.scopes else None
+        if (scope is None or scope.clause != "from" or not self._past_cap(scope)
+                or len(self.parens) != scope.depth):
+            return None
+        if scope.slot == "table":
+            names = {t for t in self.schema.tables if self._useful_table(scope, t)}
+        elif scope.slot in _ALIAS_SLOTS and self._capped_item_words(scope) is not None:
+            table = scope.table if scope.slot != "after_sub" else None
+            names = {n for n in self._missing(scope) if n not in KEYWORDS and self._fits(scope, n, table)}
+        else:
+            return None
+        closer = _QUOTES[opener]
+        kept = frozenset(n for n in names if n and n.isascii() and closer not in n and "\n" not in n)
+        return QuotedNames(kept, frozenset(n[:end] for n in kept for end in range(len(n) + 1)))
+
+    def past_from_cap(self) -> bool:
+        """Whether the innermost FROM is past MAX_FROM_ITEMS (an item there must bind what
+        FROM lacks; the mask layer then reads tokens one by one)."""
+        scope = self.scopes[-1] if self.scopes else None
+        return scope is not None and scope.clause in ("from", "on") and self._past_cap(scope)
+
+    @staticmethod
+    def _past_cap(scope: _Scope) -> bool:
+        """The current FROM item is past MAX_FROM_ITEMS (in its table slot: it will be)."""
+        return scope.items > MAX_FROM_ITEMS or (scope.slot == "table" and scope.items >= MAX_FROM_ITEMS)
+
+    def _may_start_item(self, scope: _Scope) -> bool:
+        """Whether another FROM item may start (the one before it bound): below the cap, or
+        while FROM may not end yet (the next one must then bind what it lacks)."""
+        return scope.items < MAX_FROM_ITEMS or not self._resolved(scope)
 
     def _operand_words(self, scope: _Scope, visible: dict[str, str | None]) -> frozenset[str]:
         """word_set at an operand after FROM: the names in scope (their columns), the
@@ -483,6 +617,8 @@ class SqlScope:
                 return False
             if not scope.refs.get(table, frozenset()) <= self.schema.columns.get(table, frozenset()):
                 return False
+            if scope.items > MAX_FROM_ITEMS and not self._useful(scope, table, table):
+                return False  # past the cap, an item binds what FROM lacks
             scope = self._mut()
             scope.bound[table] = table
             scope.slot = "after_alias"
@@ -580,7 +716,8 @@ class SqlScope:
             self.calls.append(self.callee if self.last != "(" else "")
             self.operand = True
             if scope is not None and scope.clause == "from" and scope.slot == "table":
-                self._mut().slot = "sub_open"
+                scope = self._mut()
+                scope.slot, scope.items = "sub_open", min(scope.items + 1, MAX_FROM_ITEMS + 1)
             return True
         if ch == ")":
             if not self.parens:
@@ -613,6 +750,8 @@ class SqlScope:
             self.operand = True
             if scope is not None and len(self.parens) == scope.depth and scope.clause in ("from", "on"):
                 if scope.clause == "from" and not self._bind_plain_table():
+                    return False
+                if not self._may_start_item(self.scopes[-1]):
                     return False
                 scope = self._mut()
                 scope.clause, scope.slot, scope.joined = "from", "table", False
@@ -703,10 +842,15 @@ class SqlScope:
         scope = self.scopes[-1]
         slot = scope.slot
         if slot == "table":
+            if scope.items >= MAX_FROM_ITEMS and not self._useful_table(scope, low):
+                return False  # past the cap, an item binds what FROM lacks
             scope = self._mut()
             scope.table, scope.slot = low, "after_table"
+            scope.items = min(scope.items + 1, MAX_FROM_ITEMS + 1)
             return True
         if low in KEYWORDS or not self._alias_fits(scope, low):
+            return False
+        if scope.items > MAX_FROM_ITEMS and not self._useful(scope, low, scope.table if slot != "after_sub" else None):
             return False
         block = None if quoted else self.word_block()  # a quoted name is not typed as a word
         if block is not None and low not in block[1] and (
@@ -775,9 +919,12 @@ class SqlScope:
         if low == "from" and scope.clause == "select":
             scope = self._mut()
             scope.clause, scope.slot, scope.table, scope.joined = "from", "table", None, False
+            scope.items = 0
             return True
         if scope.clause in ("from", "on") and low in _JOIN_WORDS:
             if scope.clause == "from" and not self._bind_plain_table():
+                return False
+            if scope.slot != "join_kw" and not self._may_start_item(self.scopes[-1]):
                 return False
             scope = self._mut()
             scope.clause = "from"

@@ -32,8 +32,9 @@ Contract (the Matcher contract of grammars.matcher, plus):
   that reading consults a closed name's text
   (SqlScope.touched). A fill whose
   tokens all have verdicts is a few whole-row operations; where a predicate was written
-  MAX_REPEATS - 1 times (grammars.sql.repeats: a loop), every such token is read one by one
-  (a predicate's text keeps the literals and operators the keys drop). A token is allowed iff
+  MAX_REPEATS - 1 times (grammars.sql.repeats: a loop), and in a FROM past MAX_FROM_ITEMS
+  (grammars.sql.scope: a loop; quoted names checked as typed), every such token is read one
+  by one (a predicate's text keeps the literals and operators the keys drop). A token is allowed iff
   `accept_token` would accept it.
 - Never a dead end by construction of SqlScope: a prefix it lets through can always be
   completed (an alias can be any identifier, a bound qualifier exists after FROM, a table
@@ -328,9 +329,10 @@ class ScopedSqlMatcher(Matcher):
         (SqlScope.touched); either shape less its leading " " where reading " " leaves the
         signature as it is (equal signatures read every text alike). Where a predicate was
         written MAX_REPEATS - 1 times (grammars.sql.repeats: only in a loop), one reading per
-        token: its verdict may hang on a literal's text or an operator, which keys drop."""
+        token: its verdict may hang on a literal's text or an operator, which keys drop; so
+        too past MAX_FROM_ITEMS (grammars.sql.scope), where every quoted name is checked."""
         ids = _token_ids(unknown)  # [n]
-        if state.predicates.near:  # a predicate repeated: a verdict may hang on text the keys drop
+        if state.predicates.near or state.past_from_cap():  # a loop: a verdict may hang on text keys drop
             readings = np.asarray([self._probe(state, token_id)[1] for token_id in ids.tolist()], dtype=bool)
             self.stats["checked"] += len(ids)
             table.record(ids, ids[~readings])

@@ -25,7 +25,7 @@ Contract:
   name opening: after FROM its text is read as it is typed, SqlScope.quoted_choices); a `,`
   or a `)` also ends a predicate (grammars.sql.repeats), which is refused where written
   MAX_REPEATS times: where a predicate was written MAX_REPEATS - 1 times those kinds are not
-  decided.
+  decided; in a FROM past MAX_FROM_ITEMS (SqlScope.past_from_cap) none is.
 - `punctuation_verdicts(scope)` is (kinds all accepted, kinds all refused) at `scope`: a
   token of an accepted kind is one `SqlScope.feed(text) and viable()` accepts, of a refused
   kind one it refuses; kinds in neither are not decided here (CHECKED ones where names are
@@ -222,6 +222,8 @@ def _flag_verdicts(settled: SqlScope, *, checking: bool = True) -> dict[int, boo
     comma = settled.copy().feed(",")  # where FROM's `,` binds the item before it, it may refuse
     checks = checking and settled.quoted_choices("[") is not None
     repeated = bool(settled.predicates.near)  # a `,` or `)` may end a predicate written too often
+    if settled.past_from_cap():
+        return {}  # every quoted name is checked as typed there, and FROM's `,` may refuse: read
     # right after a keyword in a select list a `,` is refused (`a AND,`), after anything else not
     keyword_comma = inner is not None and inner.clause in ("select", "from") and settled.last in ("k", "n")
     verdicts = {}

@@ -114,3 +114,18 @@ def test_the_mask_equals_token_by_token_reading_in_the_loop(xgr_compiler: Any, c
     assert matcher.accept_text(prefix)
     assert matcher._states[-1].predicates.near
     assert _mask_vs_reading(matcher, xgr_compiler.allocate_bitmask(2), xgr_compiler.vocab_size) == []
+
+
+@pytest.mark.parametrize("prefix", [
+    LOOP[: LOOP.index(" OR", len(HEAD) + 30 * MAX_REPEATS)],  # the last writing may not end
+    HEAD + "".join(" OR T1.Make = 'General Motors'" for _ in range(MAX_REPEATS - 2)),  # one to go
+])
+def test_random_walks_in_the_loop_reach_no_dead_end(compiled: Any, prefix: str) -> None:
+    from tests.grammars.sql.sql_walks import Walker, WalkReport
+
+    walker = Walker(compiled, parse_sql_schema(CAR_1), seed=5)
+    report = WalkReport()
+    for _ in range(6):
+        walker.walk(report, steps=40, prefix=prefix)
+    assert report.dead_ends == [] and report.refused == []
+    assert report.tokens > 60
