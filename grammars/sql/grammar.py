@@ -11,7 +11,7 @@ Contract:
   NULL, EXISTS, CASE, CAST, arithmetic, aggregates and common scalar functions, string and
   numeric literals, and an optional trailing ";". Keywords are case-insensitive (a character
   class per letter: `[sS][eE]...`). Words are separated by whitespace; every run of
-  [ \\t\\n] (inside string literals too) is capped at SQL_MAX_WHITESPACE (8) characters. The
+  [ \\t\\n] (inside string literals too) is capped at SQL_MAX_WHITESPACE (4) characters. The
   EBNF writes whitespace as the inline `[ \\t\\n]*` (a `{1,8}` repetition or a whitespace
   rule there makes every space-led token "uncertain" for xgrammar: 100-1000x slower
   masks), so the cap is enforced by the xgrammar matcher (`WhitespaceCap`), mask and
@@ -86,7 +86,8 @@ _ARITY = {
 }
 FUNCTIONS = frozenset(_ARITY)
 _TYPES = "integer int real text numeric float double varchar char boolean date datetime".split()
-SQL_MAX_WHITESPACE = 8  # longest whitespace run; enforced by the matcher, not the EBNF
+# longest whitespace run (gold Spider dev / BIRD mini-dev: 2); enforced by the matcher, not the EBNF
+SQL_MAX_WHITESPACE = 4
 _WS = "[ \\t\\n] [ \\t\\n]*"  # one or more; inline (a rule or {m,n} here costs 100x)
 _WS0 = "[ \\t\\n]*"
 _Trie = dict[str, "_Trie"]
@@ -291,7 +292,7 @@ def _nested_optional(depth: int) -> str:
 def sql_ebnf_bounded(ebnf: str) -> str:
     """`ebnf` (from sql_ebnf) with the whitespace bound written into the grammar, for
     consumers that recompile the text without our matcher (engine.vllm): the same runs
-    between words (1..8 / 0..8 characters; string literals not capped), written as nested
+    between words (1..4 / 0..4 characters; string literals not capped), written as nested
     optionals, not `{1,8}` repetitions. Measured on 10 Spider gold queries (Qwen tokenizer,
     plain xgrammar matchers, interleaved, 2-core EPYC under heavy load): fill mean 14 ms
     nested vs 200 ms with `{1,8}` (p50 0.2 vs 2.1 ms) and 6.3 ms for the unbounded `[ \t\n]*`

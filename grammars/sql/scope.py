@@ -65,7 +65,18 @@ accepts whole at that point, or one the reader lets qualify (a bound name), so t
 being typed can always end (tests/grammars/test_sql_dead_ends.py walks the two together).
 A word not starting with a digit is at most `schema.max_word` characters (max(MAX_WORD, the
 schema's longest name)): every word a finite `word_set()` holds fits, any other (an alias) may
-end anywhere, so the cap strands nothing; numbers are not capped (`1e` must go on).
+end anywhere, so the cap strands nothing. A word starting with a digit (a number's digits,
+with an unsigned exponent) is at most MAX_NUMBER characters: it may end anywhere but right
+after its `e`, where a sign may always come (`1e+`, the exponent's digits then a word of
+their own).
+At most MAX_FROM_ITEMS FROM items per SELECT core while FROM may end (then the words after
+an item's alias and after an ON operand are finite lists without the join words); past it an
+item may start only while FROM may not end yet and must bind what FROM lacks (a missing
+qualifier, or a table for a bare column no bound table has): `word_set()` and
+`quoted_choices()` name the tables and aliases that can, `past_from_cap()` says the mask
+layer is there. How often each predicate is written is followed by grammars.sql.repeats
+(`predicates`; at most MAX_REPEATS writings, the words after a predicate that may not end
+from `word_set()`).
 `signature()` is a hashable summary: equal signatures behave equally on every text (each
 scope's part is kept, with its hash, until the scope changes: most characters change none).
 
@@ -79,6 +90,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grammars.sql import glue as sql_glue
+from grammars.sql.repeats import Predicates
 
 IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 KEYWORDS = frozenset((
@@ -115,12 +127,22 @@ _CASE_WORDS = frozenset("when then else end".split())  # only inside a CASE at i
 # the keywords that may follow a FROM item, per slot (none after AS: an alias comes)
 _AFTER_ITEM = {slot: _JOIN_WORDS | _FROM_END | {"on"} | ({"as"} if slot != "after_alias" else set())
                for slot in ("after_table", "after_sub", "after_alias")} | {"after_as": frozenset()}
+# FROM items per SELECT core (1 + JOINs + commas); gold Spider dev / BIRD mini-dev: 4. Past it
+# an item may start only while FROM may not end yet, and must then bind what FROM lacks
+MAX_FROM_ITEMS = 8
+# after an operand of ON at the cap, FROM ending or not: the words the grammar allows there
+# after any operand, less the join words
+_ON_AT_CAP = (_ON_GOES_ON - _JOIN_WORDS) | _FROM_END
 # calls (functions, CAST) open at once; gold Spider dev / BIRD mini-dev: 4, and a column spelled
 # like a function (`Date`) counts as a call's start there (`CAST(SUM(IIF(SUBSTRING(Date`)
 MAX_CALL_DEPTH = 5
 # the longest identifier or keyword word (not a number): max(MAX_WORD, the schema's longest
 # table / column / function name); gold Spider dev / BIRD mini-dev words: docs/sql.md
 MAX_WORD = 64
+# the longest word starting with a digit: a number's digits before its point, or after it,
+# each with an exponent written without a sign (`1e5`), or a signed exponent's digits (`1e+5`);
+# gold Spider dev / BIRD mini-dev: 6 (`201301`), 2 after a point, no exponent
+MAX_NUMBER = 20
 _BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
 _CHECKED = frozenset("`[")  # quoted-name openers whose text is checked after FROM (quoted_choices)
 _LOCAL_TAILS = frozenset(("group", "order"))  # clauses whose names never reach an enclosing query
@@ -173,13 +195,14 @@ class _Scope:
     core_pending: bool = False  # after UNION/INTERSECT/EXCEPT, before its SELECT
     tail: str = ""  # after FROM: the clause being read ("group" / "having" / "order"; "": another)
     natural: bool = False  # a NATURAL join came: its shared columns are one (ambiguity not judged)
+    items: int = 0  # FROM items named (a table or a subquery; up to MAX_FROM_ITEMS + 1: past it, all alike)
     # key() once per state of the scope: SqlScope._mut (the only way to change a scope) drops it
     cached_key: Hashed | None = field(default=None, repr=False, compare=False)
 
     def copy(self) -> _Scope:
         return _Scope(self.depth, self.clause, dict(self.refs), set(self.bare), dict(self.bound),
                       set(self.aliases), self.slot, self.table, self.joined, self.compound,
-                      self.core_pending, self.tail, self.natural)
+                      self.core_pending, self.tail, self.natural, self.items)
 
     def key(self) -> Hashed:
         key = self.cached_key
@@ -188,7 +211,7 @@ class _Scope:
                 self.depth, self.clause, tuple(sorted(self.refs.items())), tuple(sorted(self.bare)),
                 tuple(sorted(self.bound.items(), key=lambda kv: kv[0])), tuple(sorted(self.aliases)),
                 self.slot, self.table, self.joined, self.compound, self.core_pending, self.tail,
-                self.natural))
+                self.natural, self.items))
         return key
 
 
@@ -204,9 +227,9 @@ class SqlSchema:
         # strand it (the grammar goes on only with a space, the reader refuses the word `low`)
         self.words = {t: frozenset(filter(_is_word, cols)) for t, cols in self.columns.items()}
         self.all_words = frozenset(filter(_is_word, self.all_columns))
-        # the tables a bare word can spell in a FROM table slot (the grammar's; `from` is the
-        # keyword there: `a FROM FROM t` would read the first as an alias)
-        self.table_words = frozenset(filter(_is_word, self.tables)) - {"from"}
+        # the tables a bare word can spell in a FROM table slot (the grammar's, less keywords:
+        # the reader reads `FROM order` as ORDER, which sqlite refuses too; such a table is quoted)
+        self.table_words = frozenset(filter(_is_word, self.tables)) - KEYWORDS
         self.functions = functions
         # SqlScope refuses a word (not a number) longer than this: no endless identifier
         self.max_word = max([MAX_WORD, *map(len, self.tables), *map(len, self.all_columns), *map(len, functions)])
@@ -233,7 +256,8 @@ class SqlScope:
     """Name-resolution state of one query being generated (see the module docstring)."""
 
     __slots__ = ("schema", "scopes", "parens", "calls", "callee", "mode", "word", "word_set_at_start", "word_block_at_start",
-                 "quoted", "checked", "pending", "cases", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned")
+                 "quoted", "checked", "pending", "cases", "qual", "operand", "last", "ended", "as_pending", "touched", "_owned",
+                 "predicates")
 
     def __init__(self, schema: SqlSchema) -> None:
         self.schema = schema
@@ -259,6 +283,7 @@ class SqlScope:
         self.as_pending = False  # `AS` seen outside FROM: the next word is an alias or a type
         self.touched = False  # a closed quoted name's text was consulted (see `feed`)
         self._owned = True  # scopes[-1] is this reader's own (copies share it until one mutates it)
+        self.predicates = Predicates()  # how often each predicate was written (grammars.sql.repeats)
 
     def copy(self) -> SqlScope:
         """An independent reader in the same state: both share the scopes until one of them
@@ -275,13 +300,14 @@ class SqlScope:
         new.cases = self.cases
         new.operand, new.last, new.ended = self.operand, self.last, self.ended
         new.as_pending, new.touched = self.as_pending, self.touched
+        new.predicates = self.predicates.copy()
         return new
 
     def signature(self) -> tuple[object, ...]:
         return (tuple(s.key() for s in self.scopes), tuple(self.parens), tuple(self.calls), self.callee,
                 self.mode, self.word.lower(),
                 self.quoted.lower(), self.pending, self.qual, self.operand, self.last, self.ended, self.as_pending,
-                self.cases)
+                self.cases, self.predicates.signature())
 
     # -- text ---------------------------------------------------------------------------
     def feed(self, text: str) -> bool:
@@ -304,7 +330,7 @@ class SqlScope:
     def can_end(self) -> bool:
         """Whether the text may end here (as far as names go; the grammar decides syntax)."""
         probe = self.copy()
-        return probe._char(" ") and probe._end_from() and not probe.parens
+        return probe._char(" ") and probe._end_from() and not probe.parens and probe.predicates.end()
 
     # -- the word that may start here ---------------------------------------------------
     def quoted_choices(self, opener: str) -> QuotedNames | None:
@@ -314,7 +340,11 @@ class SqlScope:
         (the grammar's); `"x"` is never checked there (it also spells a string). In a FROM
         table slot where a table holding a bare column already bound may not come
         (`_taken`), a `"x"` or `` `x` `` must spell one of the other tables (`_table_choices`).
-        After `Q.` see `_qualified_choices`."""
+        After `Q.` see `_qualified_choices`. In a FROM item past MAX_FROM_ITEMS every quoted
+        name is checked (`_capped_item_quoted`)."""
+        capped = self._capped_item_quoted(opener)
+        if capped is not None:
+            return capped
         scope = self.scopes[-1] if self.scopes else None
         if (scope is not None and scope.clause == "from" and scope.slot == "table" and opener in '"`'
                 and len(self.parens) == scope.depth):
@@ -363,6 +393,9 @@ class SqlScope:
             return None
         if self.qual is not None:
             return self._column_choices(self.qual)
+        repeated = self.predicates.capped(depth=len(self.parens))
+        if repeated is not None:
+            return repeated  # the predicate open here may not end (grammars.sql.repeats)
         scope = self.scopes[-1] if self.scopes else None
         if scope is None or scope.core_pending:
             return None
@@ -371,8 +404,13 @@ class SqlScope:
         if scope.clause == "on" and not self.operand and self.last != "k" and len(self.parens) == scope.depth:
             if not self._resolved(scope):
                 return _ON_GOES_ON  # `... ON a = b ORDER` would be a dead end: ORDER is refused once typed
+            if scope.items >= MAX_FROM_ITEMS:
+                return _ON_AT_CAP  # no other item: `ON a = b JOIN` would be refused once typed
             if self._join_closed():
                 return _ON_ENDS  # `... ON a = b JOIN` would be: no table may follow
+        capped = self._capped_item_words(scope)
+        if capped is not None:
+            return capped
         if scope.clause == "from" and scope.slot == "table" and len(self.parens) == scope.depth:
             taken = self._taken(scope)
             return self.schema.table_words if not taken else frozenset(
@@ -381,6 +419,8 @@ class SqlScope:
             on = {"on"} if scope.joined else set()
             if not self._resolved(scope):
                 return frozenset((_JOIN_WORDS - {"outer"}) | on)  # OUTER: after LEFT
+            if scope.items >= MAX_FROM_ITEMS:
+                return frozenset(_FROM_END | on)  # FROM may end, not go on (MAX_FROM_ITEMS)
             if self._join_closed():
                 return frozenset(_FROM_END | {"natural"} | on)
             return None
@@ -399,6 +439,117 @@ class SqlScope:
             memo[key] = words = self._operand_words(scope, reach)
             return words
         return None
+
+    # -- FROM items past the cap (MAX_FROM_ITEMS) ------------------------------------------
+    def _missing(self, scope: _Scope) -> set[str]:
+        """The qualifiers used before FROM that no table of this FROM (or an enclosing scope
+        with their columns) binds yet."""
+        missing = set()
+        for qual, cols in scope.refs.items():
+            if qual not in scope.bound:
+                outer, table = self._outer_binding(qual)
+                if not outer or (table is not None and not cols <= self.schema.columns.get(table, frozenset())):
+                    missing.add(qual)
+        return missing
+
+    def _uncovered(self, scope: _Scope) -> frozenset[str]:
+        """The bare columns of the select list in none of the tables bound so far (as in
+        `_resolved`: none where a subquery is in scope)."""
+        if not scope.bare:
+            return frozenset()
+        tables = list(scope.bound.values())
+        for outer in self.scopes[:-1]:
+            if outer.clause != "select":
+                tables.extend(outer.bound.values())
+        if None in tables:
+            return frozenset()
+        have = frozenset().union(*(self.schema.columns.get(t or "", frozenset()) for t in tables))
+        return frozenset(scope.bare - have)
+
+    def _fits(self, scope: _Scope, name: str, table: str | None) -> bool:
+        return table is None or scope.refs.get(name, frozenset()) <= self.schema.columns.get(table, frozenset())
+
+    def _useful(self, scope: _Scope, name: str, table: str | None) -> bool:
+        """Whether binding `name` to `table` (None: a subquery) binds what FROM lacks: a
+        missing qualifier, or a table holding a bare column no bound table has."""
+        if name in self._missing(scope) and self._fits(scope, name, table):
+            return True
+        uncovered = self._uncovered(scope)
+        return bool(uncovered) and (table is None or bool(uncovered & self.schema.columns.get(table, frozenset())))
+
+    def _useful_table(self, scope: _Scope, table: str) -> bool:
+        """Whether an item of `table` can bind what FROM lacks (itself, or under an alias)
+        without making a bare column ambiguous (`_taken`)."""
+        if self._taken(scope) & self.schema.columns.get(table, frozenset()):
+            return False
+        return self._useful(scope, table, table) or any(
+            self._fits(scope, name, table) and name not in KEYWORDS for name in self._missing(scope))
+
+    def _capped_item_words(self, scope: _Scope) -> frozenset[str] | None:
+        """word_set in a FROM item past MAX_FROM_ITEMS, which must bind what FROM lacks: in
+        its table slot the tables that can; in its alias slots (unless its table holds a bare
+        column no bound table has: then any alias does) AS and the missing qualifiers it fits,
+        after a table that is one of them also the keywords that may follow it bound plain;
+        None elsewhere."""
+        if scope.clause != "from" or not self._past_cap(scope) or len(self.parens) != scope.depth:
+            return None
+        slot = scope.slot
+        if slot == "table":
+            return frozenset(t for t in self.schema.table_words if self._useful_table(scope, t))
+        if slot not in _ALIAS_SLOTS:
+            return None
+        table = scope.table if slot != "after_sub" else None
+        if slot != "after_sub" and table is None:
+            return None
+        uncovered = self._uncovered(scope)
+        if uncovered and (table is None or uncovered & self.schema.columns.get(table, frozenset())):
+            return None  # any alias binds a table holding a bare column none has
+        words = {name for name in self._missing(scope)
+                 if _is_word(name) and name not in KEYWORDS and self._fits(scope, name, table)}
+        if slot == "after_as":
+            return frozenset(words)
+        words.add("as")
+        if table is not None and self._useful(scope, table, table):  # the table may bind itself
+            probe = self.copy()
+            probe._bind_plain_table()
+            resolved = probe._resolved(probe.scopes[-1])
+            words |= (_FROM_END if resolved else _JOIN_WORDS - {"outer"}) | ({"on"} if scope.joined else set())
+        return frozenset(words)
+
+    def _capped_item_quoted(self, opener: str) -> QuotedNames | None:
+        """quoted_choices in a FROM item past MAX_FROM_ITEMS: the names `_capped_item_words`
+        allows, quoted (any text: a table's own name, or an alias; ASCII, without the
+        closer); None where any name may come."""
+        scope = self.scopes[-1] if self.scopes else None
+        if (scope is None or scope.clause != "from" or not self._past_cap(scope)
+                or len(self.parens) != scope.depth):
+            return None
+        if scope.slot == "table":
+            names = {t for t in self.schema.tables if self._useful_table(scope, t)}
+        elif scope.slot in _ALIAS_SLOTS and self._capped_item_words(scope) is not None:
+            table = scope.table if scope.slot != "after_sub" else None
+            names = {n for n in self._missing(scope) if n not in KEYWORDS and self._fits(scope, n, table)}
+        else:
+            return None
+        closer = _QUOTES[opener]
+        kept = frozenset(n for n in names if n and n.isascii() and closer not in n and "\n" not in n)
+        return QuotedNames(kept, frozenset(n[:end] for n in kept for end in range(len(n) + 1)))
+
+    def past_from_cap(self) -> bool:
+        """Whether the innermost FROM is past MAX_FROM_ITEMS (an item there must bind what
+        FROM lacks; the mask layer then reads tokens one by one)."""
+        scope = self.scopes[-1] if self.scopes else None
+        return scope is not None and scope.clause in ("from", "on") and self._past_cap(scope)
+
+    @staticmethod
+    def _past_cap(scope: _Scope) -> bool:
+        """The current FROM item is past MAX_FROM_ITEMS (in its table slot: it will be)."""
+        return scope.items > MAX_FROM_ITEMS or (scope.slot == "table" and scope.items >= MAX_FROM_ITEMS)
+
+    def _may_start_item(self, scope: _Scope) -> bool:
+        """Whether another FROM item may start (the one before it bound): below the cap, or
+        while FROM may not end yet (the next one must then bind what it lacks)."""
+        return scope.items < MAX_FROM_ITEMS or not self._resolved(scope)
 
     def _operand_words(self, scope: _Scope, reach: list[_Scope]) -> frozenset[str]:
         """word_set at an operand after FROM: the names in scope, the bare columns that
@@ -608,6 +759,8 @@ class SqlScope:
                 return False
             if not scope.refs.get(table, frozenset()) <= self.schema.columns.get(table, frozenset()):
                 return False
+            if scope.items > MAX_FROM_ITEMS and not self._useful(scope, table, table):
+                return False  # past the cap, an item binds what FROM lacks
             scope = self._mut()
             scope.bound[table] = table
             scope.slot = "after_alias"
@@ -624,6 +777,8 @@ class SqlScope:
         return True
 
     def _char(self, ch: str) -> bool:
+        if not self.predicates.char(ch, word=self.word, mode=self.mode, depth=len(self.parens)):
+            return False
         if self.ended:
             return ch.isspace()
         mode = self.mode
@@ -659,7 +814,7 @@ class SqlScope:
                 self.word_set_at_start = words = self.word_set()
                 self.word_block_at_start = self.word_block() if words is None else None
             self.word += ch
-            return len(self.word) <= self.schema.max_word or self.word[0].isdigit()
+            return len(self.word) <= (MAX_NUMBER if self.word[0].isdigit() else self.schema.max_word)
         if self.word:
             word, self.word = self.word, ""
             if not self._word(word, ch):
@@ -706,7 +861,8 @@ class SqlScope:
             self.calls.append(self.callee if self.last != "(" else "")
             self.operand = True
             if scope is not None and scope.clause == "from" and scope.slot == "table":
-                self._mut().slot = "sub_open"
+                scope = self._mut()
+                scope.slot, scope.items = "sub_open", min(scope.items + 1, MAX_FROM_ITEMS + 1)
             return True
         if ch == ")":
             if not self.parens:
@@ -742,6 +898,8 @@ class SqlScope:
                     return False
                 if self._join_closed():
                     return False  # no table may follow
+                if not self._may_start_item(self.scopes[-1]):
+                    return False
                 scope = self._mut()
                 scope.clause, scope.slot, scope.joined = "from", "table", False
             return True
@@ -863,10 +1021,15 @@ class SqlScope:
             taken = self._taken(scope)
             if taken & self.schema.columns.get(low, frozenset()):
                 return False  # a bare column already in a table bound here would be ambiguous
+            if scope.items >= MAX_FROM_ITEMS and not self._useful_table(scope, low):
+                return False  # past the cap, an item binds what FROM lacks
             scope = self._mut()
             scope.table, scope.slot = low, "after_table"
+            scope.items = min(scope.items + 1, MAX_FROM_ITEMS + 1)
             return True
         if low in KEYWORDS or not self._alias_fits(scope, low):
+            return False
+        if scope.items > MAX_FROM_ITEMS and not self._useful(scope, low, scope.table if slot != "after_sub" else None):
             return False
         block = None if quoted else self.word_block()  # a quoted name is not typed as a word
         if block is not None and low not in block[1] and (
@@ -935,12 +1098,15 @@ class SqlScope:
         if low == "from" and scope.clause == "select":
             scope = self._mut()
             scope.clause, scope.slot, scope.table, scope.joined = "from", "table", None, False
+            scope.items = 0
             return True
         if scope.clause in ("from", "on") and low in _JOIN_WORDS:
             if scope.clause == "from" and not self._bind_plain_table():
                 return False
             if scope.slot != "join_kw" and low in _CLOSED_JOINS and self._join_closed():
                 return False  # no table may follow
+            if scope.slot != "join_kw" and not self._may_start_item(self.scopes[-1]):
+                return False
             scope = self._mut()
             scope.clause = "from"
             scope.slot = "table" if low == "join" else "join_kw"

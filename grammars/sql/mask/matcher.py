@@ -31,7 +31,10 @@ Contract (the Matcher contract of grammars.matcher, plus):
   after the first closer (the text before it only extends the literal), per token where
   that reading consults a closed name's text
   (SqlScope.touched). A fill whose
-  tokens all have verdicts is a few whole-row operations. A token is allowed iff
+  tokens all have verdicts is a few whole-row operations; where a predicate was written
+  MAX_REPEATS - 1 times (grammars.sql.repeats: a loop), and in a FROM past MAX_FROM_ITEMS
+  (grammars.sql.scope: a loop; quoted names checked as typed), every such token is read one
+  by one (a predicate's text keeps the literals and operators the keys drop). A token is allowed iff
   `accept_token` would accept it.
 - Never a dead end by construction of SqlScope: a prefix it lets through can always be
   completed (an alias can be any identifier, a bound qualifier exists after FROM, a table
@@ -63,7 +66,7 @@ from grammars.matcher import Matcher
 from grammars.sql.mask.literal_rows import LiteralRows
 from grammars.sql.mask.punct import checked_kinds, known_names, punctuation_verdicts
 from grammars.sql.mask.vocab import BIG_KINDS, SqlVocab, opaque_shape, pack_ids, reading_shape
-from grammars.sql.scope import Hashed, SqlSchema, SqlScope
+from grammars.sql.scope import MAX_NUMBER, Hashed, SqlSchema, SqlScope
 
 _KEEPS = 512  # distinct `keep` rows a vocabulary keeps (~19 KB each on Qwen2.5)
 _TABLES = 256  # signature tables a compiled grammar keeps (~38 KB each on a 152k vocabulary, `keep` shared)
@@ -221,10 +224,11 @@ class ScopedSqlMatcher(Matcher):
             else:
                 masks.append(self._piece_mask(state, kind))
         caps = [self._word_cap(state, kind) for kind in BIG_KINDS]
+        numbers = [self._number_cap(state, kind) for kind in BIG_KINDS]
         outside = not state.mode
         verdicts = (outside and not state.copy().feed(" "), outside and not state.copy().feed(" ="),
                     not state.can_end())  # blanks, operators, stop tokens refused
-        key = (*(0 if mask is None else id(mask) for mask in masks), *verdicts, *caps)
+        key = (*(0 if mask is None else id(mask) for mask in masks), *verdicts, *caps, *numbers)
         keeps = self._index.keeps
         hit = keeps.get(key)
         if hit is not None:
@@ -236,6 +240,9 @@ class ScopedSqlMatcher(Matcher):
         for kind, cap in zip(BIG_KINDS, caps, strict=True):
             if cap is not None:
                 keep &= vocab.within(kind, cap[0], numbers=cap[1])
+        for kind, limit in zip(BIG_KINDS, numbers, strict=True):
+            if limit is not None:
+                keep &= vocab.numbers_within(kind, limit)
         for refused, cls in zip(verdicts, (vocab.blank, vocab.ops, self._stop_bits.view(np.int32)), strict=True):
             if refused:
                 keep &= ~cls
@@ -247,13 +254,17 @@ class ScopedSqlMatcher(Matcher):
     def _word_cap(self, state: SqlScope, kind: str) -> tuple[int, bool] | None:
         """(the longest word a piece of `kind` may bring here: SqlScope's `max_word` less the
         word already typed, for kind ""; whether a piece starting with a digit counts: it
-        continues a word), None where no piece of the kind is refused by it (inside a
-        literal, after a number, or no piece that long)."""
+        continues a word; after a number typed, MAX_NUMBER less its length, every piece
+        counting: it continues the number), None where no piece of the kind is refused by it
+        (inside a literal, or no piece that long)."""
+        if kind == "" and state.word[:1].isdigit() and not state.mode:
+            cap = MAX_NUMBER - len(state.word)
+            return (cap, True) if cap < self.vocab.longest(kind) else None
         if self.vocab.longest(kind) <= state.schema.max_word - (len(state.word) if kind == "" else 0):
             return None  # most states: no piece that long
         if kind == "":
             typed = state.word
-            if state.mode or (typed and typed[0].isdigit()):
+            if state.mode:
                 return None
             cap = state.schema.max_word - len(typed)
         else:
@@ -263,14 +274,34 @@ class ScopedSqlMatcher(Matcher):
             cap = state.schema.max_word
         return (cap, kind == "" and bool(state.word)) if cap < self.vocab.longest(kind) else None
 
+    def _number_cap(self, state: SqlScope, kind: str) -> int | None:
+        """The longest word a piece of `kind` starting with a digit may bring here, where it
+        starts a number (MAX_NUMBER); None where no piece of the kind is refused by it (no
+        such piece that long, inside a literal, or the piece continues the word typed:
+        `_word_cap`)."""
+        if self.vocab.longest_number(kind) <= MAX_NUMBER:
+            return None  # most vocabularies: no number piece that long
+        if kind == "":
+            if state.mode or state.word:
+                return None
+        else:
+            after = state.copy()
+            if not after.feed(kind) or after.mode:
+                return None
+        return MAX_NUMBER
+
     def _capped_piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
-        """`_piece_mask` with the word cap (`_word_cap`) applied."""
+        """`_piece_mask` with the word caps (`_word_cap`, `_number_cap`) applied."""
         mask = self._piece_mask(state, kind)
         cap = self._word_cap(state, kind)
-        if cap is None:
-            return mask
-        within = self.vocab.within(kind, cap[0], numbers=cap[1])
-        return within if mask is None else mask & within
+        if cap is not None:
+            within = self.vocab.within(kind, cap[0], numbers=cap[1])
+            mask = within if mask is None else mask & within
+        limit = self._number_cap(state, kind)
+        if limit is not None:
+            within = self.vocab.numbers_within(kind, limit)
+            mask = within if mask is None else mask & within
+        return mask
 
     def _piece_mask(self, state: SqlScope, kind: str) -> np.ndarray[Any, Any] | None:
         """Allowed pieces of `kind` (a pre other than ""): None when all are, or all refused
@@ -296,8 +327,16 @@ class ScopedSqlMatcher(Matcher):
         then one per opaque shape (sql_vocab.opaque_shape: quoted names' text dropped), then
         one per shape for the tokens whose opaque reading consulted a quoted name's text
         (SqlScope.touched); either shape less its leading " " where reading " " leaves the
-        signature as it is (equal signatures read every text alike)."""
+        signature as it is (equal signatures read every text alike). Where a predicate was
+        written MAX_REPEATS - 1 times (grammars.sql.repeats: only in a loop), one reading per
+        token: its verdict may hang on a literal's text or an operator, which keys drop; so
+        too past MAX_FROM_ITEMS (grammars.sql.scope), where every quoted name is checked."""
         ids = _token_ids(unknown)  # [n]
+        if state.predicates.near or state.past_from_cap():  # a loop: a verdict may hang on text keys drop
+            readings = np.asarray([self._probe(state, token_id)[1] for token_id in ids.tolist()], dtype=bool)
+            self.stats["checked"] += len(ids)
+            table.record(ids, ids[~readings])
+            return
         index = self._index
         decided: list[np.ndarray[Any, Any]] = []
         refused: list[np.ndarray[Any, Any]] = []

@@ -25,7 +25,10 @@ Contract:
   opening: where SqlScope.quoted_choices checks it, its text is read as it is typed: a
   `[` / `` ` `` one after FROM, a table name where a table holding a bare column already
   bound may not come, a qualified column `Q."col"` (that one after `Q.`, a state whose
-  punctuation only `*` settles).
+  punctuation only `*` settles); a `,` or a `)` also ends a predicate (grammars.sql.repeats),
+  which is refused where written MAX_REPEATS times: where a predicate was written
+  MAX_REPEATS - 1 times those kinds are not decided; in a FROM past MAX_FROM_ITEMS
+  (SqlScope.past_from_cap) none is.
 - `punctuation_verdicts(scope)` is (kinds all accepted, kinds all refused) at `scope`: a
   token of an accepted kind is one `SqlScope.feed(text) and viable()` accepts, of a refused
   kind one it refuses; kinds in neither are not decided here (CHECKED ones where names are
@@ -220,6 +223,9 @@ def _flag_verdicts(settled: SqlScope, *, checking: bool = True) -> dict[int, boo
     subquery = True in settled.parens
     comma = settled.copy().feed(",")  # where FROM's `,` binds the item before it, it may refuse
     checks = checking and any(settled.quoted_choices(opener) is not None for opener in _QUOTED)
+    repeated = bool(settled.predicates.near)  # a `,` or `)` may end a predicate written too often
+    if settled.past_from_cap():
+        return {}  # every quoted name is checked as typed there, and FROM's `,` may refuse: read
     # right after a keyword in a select list a `,` is refused (`a AND,`), after anything else not
     keyword_comma = inner is not None and inner.clause in ("select", "from") and settled.last in ("k", "n")
     verdicts = {}
@@ -232,5 +238,7 @@ def _flag_verdicts(settled: SqlScope, *, checking: bool = True) -> dict[int, boo
             continue  # refused only where the `,` comes first
         if flags & CHECKED and (checks or (flags & COMMA and in_from)):
             continue  # the name's text is read as it is typed (checked_kinds; after FROM's `,`, a table slot)
+        if flags & (COMMA | RPAREN) and repeated:
+            continue  # the text before it is the predicate's (grammars.sql.repeats)
         verdicts[flags] = comma if flags & COMMA else True
     return verdicts

@@ -38,7 +38,10 @@ by the mask layer (grammars.sql.mask.matcher), cheap because a SQL grammar allow
   `leads_digit[i]` whether that run starts with a digit; `within(kind, limit, numbers=)` the
   int32 word mask [W] clearing the pieces of kind k whose word is longer than `limit`, those
   starting with a digit only with `numbers` (a piece continuing a word), every other bit set:
-  the word cap (SqlScope's `max_word`) decided whole, cached like `allowed`.
+  the word cap (SqlScope's `max_word`) decided whole, cached like `allowed`;
+  `numbers_within(kind, limit)` the same for the pieces starting with a digit only (a number
+  the piece starts: SqlScope's MAX_NUMBER), `longest(kind)` / `longest_number(kind)` the
+  longest word of the kind's pieces / of those starting with a digit.
 - `pack_ids(ids, words)` is the int32 word mask [words] of a list of token ids.
 - `text[i]` is token i's text ("" past the decoded vocabulary); `shape[i]` = `reading_shape`:
   two tokens with one shape read the same to SqlScope from any state outside a literal;
@@ -276,6 +279,28 @@ class SqlVocab:
         over = (self.word_len > max(limit, 0)) & (self.kind_of == self.kinds.index(kind))
         ids = np.flatnonzero(over if numbers else over & ~self.leads_digit)
         mask = ~pack_ids(ids.astype(np.int64), self.num_words)
+        self._store(key, mask)
+        return mask
+
+    def longest_number(self, kind: str) -> int:
+        """The longest word of the pieces of `kind` whose word starts with a digit."""
+        key = "0" + kind
+        longest = self._longest.get(key)
+        if longest is None:
+            ids = (np.flatnonzero((self.kind_of == self.kinds.index(kind)) & self.leads_digit)
+                   if kind in self.kinds else ())
+            longest = self._longest[key] = int(self.word_len[ids].max()) if len(ids) else 0
+        return longest
+
+    def numbers_within(self, kind: str, limit: int) -> npt.NDArray[np.int32]:
+        """int32 mask [W]: every bit set but the pieces of `kind` whose word starts with a
+        digit and is longer than `limit`."""
+        key = ("numbers_within", kind, limit)
+        hit = self._hit(key)
+        if hit is not None:
+            return hit
+        over = (self.word_len > max(limit, 0)) & (self.kind_of == self.kinds.index(kind)) & self.leads_digit
+        mask = ~pack_ids(np.flatnonzero(over).astype(np.int64), self.num_words)
         self._store(key, mask)
         return mask
 

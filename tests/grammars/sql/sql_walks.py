@@ -8,7 +8,8 @@ where the plan cannot go on, or at random, a snippet: a schema name, an alias, a
 function, a literal), else a random allowed token (short ASCII ones preferred, some holding
 a quote, `=` or `%`). It records a
 dead end (a mask that allows no token while the matcher cannot stop) and any token the mask
-allowed that `accept_token` then refused.
+allowed that `accept_token` then refused. A walk may start from a given prefix (a state deep
+in a loop: a FROM at its cap, a predicate written many times).
 
 Knows nothing of pytest; test modules drive it.
 """
@@ -113,11 +114,17 @@ class Walker:
         return (f"SELECT {select} FROM {_quote(t1)} AS T1 INNER JOIN {_quote(t2)} AS T2 ON "
                 f"T1.{pick(c1)} = T2.{pick(c2)} WHERE {where}{tail}")
 
-    def walk(self, report: WalkReport, *, steps: int, end_bias: float = 0.15, stray: float = 0.05) -> None:
+    def walk(self, report: WalkReport, *, steps: int, end_bias: float = 0.15, stray: float = 0.05,
+             prefix: str = "") -> None:
+        """One walk; from `prefix` (accepted first, its plan the random query's words after
+        its FROM) where given."""
         matcher = self.compiled.matcher()
         rng = self.rng
         stops = set(matcher.stop_token_ids)
         rest = self.query()
+        if prefix:
+            assert matcher.accept_text(prefix), prefix
+            rest = rest[rest.index(" ON ") + 1:] if rng.random() < 0.5 else rest[rest.index(" WHERE "):]
         report.walks += 1
         for _ in range(steps):
             if matcher.can_stop() and rng.random() < end_bias:

@@ -84,7 +84,7 @@ def test_whitespace_runs_capped_in_mask_and_accept(xgr_compiler) -> None:  # typ
 
     compiled = sql_matcher(xgr_compiler, None)
     assert accepts(compiled, "SELECT a FROM t WHERE x = 'a" + " " * SQL_MAX_WHITESPACE + "b'")
-    assert not accepts(compiled, "SELECT a FROM t WHERE x = 'a" + " " * 9 + "b'")
+    assert not accepts(compiled, "SELECT a FROM t WHERE x = 'a" + " " * (SQL_MAX_WHITESPACE + 1) + "b'")
     bitmask = xgr_compiler.allocate_bitmask(1)
     space = xgr_compiler.encode(" ")[0]
     matcher = compiled.matcher()
@@ -125,16 +125,19 @@ def test_spider_join_k4_masks_agree_with_the_query(xgr_compiler, data_dir) -> No
 
 def test_bounded_ebnf_for_engine_vllm(xgr_compiler) -> None:  # type: ignore[no-untyped-def]
     """The handle's `grammar` (what engine.vllm recompiles) parses and keeps the bound:
-    runs of 8 whitespace characters between words pass, 9 do not, unbounded stars are gone."""
+    runs of SQL_MAX_WHITESPACE whitespace characters between words pass, one more does not,
+    unbounded stars are gone."""
     import xgrammar as xgr
+
+    from grammars.sql.grammar import SQL_MAX_WHITESPACE
 
     compiled = sql_matcher(xgr_compiler, {"tables": {"singer": ["Name", "Age"]}})
     grammar = compiled._handle.grammar
     assert "[ \\t\\n]*" not in str(grammar)
     theirs = xgr.GrammarMatcher(xgr_compiler._get_backend("xgrammar")._compiler.compile_grammar(grammar))
-    assert theirs.accept_string("SELECT" + " " * 8 + "Name FROM singer")
+    assert theirs.accept_string("SELECT" + " " * SQL_MAX_WHITESPACE + "Name FROM singer")
     theirs.reset()
-    assert not theirs.accept_string("SELECT" + " " * 9 + "Name")
+    assert not theirs.accept_string("SELECT" + " " * (SQL_MAX_WHITESPACE + 1) + "Name")
 
 
 def test_schema_mode_function_arity(xgr_compiler) -> None:  # type: ignore[no-untyped-def]

@@ -98,8 +98,10 @@ def test_a_quoted_operand_after_from_is_no_dead_end(xgr_compiler: Any, opener: s
     # a binary NOT the grammar also reads as an alias (`x NOT FROM`): only IN / LIKE / GLOB /
     # BETWEEN may follow it, refused from the `f` (the walk over concert_singer met `NOT from`)
     (TOXICOLOGY, "SELECT T1.element NOT     from atom AS T1"),
+    # a table named like a keyword typed bare (the reader reads `FROM order` as ORDER)
+    (ODD, 'SELECT COUNT(DISTINCT T1."x y") AS n FROM order AS T1'),
 ], ids=["alias_order_by", "alias_having", "call_select", "call_distinct", "paren_distinct",
-        "spaced_column", "spaced_bare", "keyword_alias", "binary_not_from"])
+        "spaced_column", "spaced_bare", "keyword_alias", "binary_not_from", "keyword_table"])
 def test_walks_that_were_dead_ends_are_refused_where_they_stray(xgr_compiler: Any, ddl: Any, text: str) -> None:
     """Each text used to reach a mask allowing nothing; now some token of it is refused, and
     the mask before that token allows others."""

@@ -2,8 +2,11 @@
 (`UPPER(UPPER(STRFTIME('%H:%M:%S', UPPER(STRFTIME(...`, BIRD thrombosis_prediction, into
 max_tokens) must end: at most MAX_CALL_DEPTH calls (functions and CAST) open at once, never a
 call as the first operand of a call of the same function; whitespace runs are capped by the
-grammar (SQL_MAX_WHITESPACE). Measured on every gold query of Spider dev and BIRD mini-dev:
-at most 4 calls open (BIRD's `CAST(SUM(IIF(SUBSTRING(`), no such self-nesting, whitespace runs of at most 2."""
+grammar (SQL_MAX_WHITESPACE); a number's digits by MAX_NUMBER, one predicate's writings by
+MAX_REPEATS (tests/grammars/sql/test_sql_runaway_bounds.py, test_sql_repeats.py). Measured on
+every gold query of Spider dev and BIRD mini-dev: at most 4 calls open (BIRD's
+`CAST(SUM(IIF(SUBSTRING(`), no such self-nesting, whitespace runs of at most 2, numbers of at
+most 6 characters, one predicate written at most twice."""
 
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ import pytest
 
 from grammars import spec_from_request
 from grammars.sql.grammar import FUNCTIONS, SQL_MAX_WHITESPACE, parse_sql_schema
-from grammars.sql.scope import MAX_CALL_DEPTH, SqlSchema, SqlScope
+from grammars.sql.repeats import MAX_REPEATS
+from grammars.sql.scope import MAX_CALL_DEPTH, MAX_NUMBER, SqlSchema, SqlScope
 from tests.conftest import DATA
 
 TEXT2SQL = DATA / "text2sql"
@@ -36,20 +40,28 @@ def _reader(ddl: str) -> SqlScope:
 
 def test_gold_queries_stay_inside_the_bounds() -> None:
     """The bounds are above what every gold query needs (the figures in the module docstring),
-    with the bound lifted: the deepest nesting read, self-nesting, the longest whitespace run."""
-    deepest, self_nested, longest = 0, [], 0
+    with the bound lifted: the deepest nesting read, self-nesting, the longest whitespace run,
+    the longest number, the most writings of one predicate."""
+    deepest, self_nested, longest, number, repeats = 0, [], 0, 0, 0
     for path, query in _gold():
         reader = _reader((TEXT2SQL / path).read_text())
-        for ch in query:
+        for ch in query + " ":
             reader.feed(ch)  # reading on past a refusal (a name rule) is fine for counting
             calls = [call for call in reader.calls if call]
             deepest = max(deepest, len(calls))
             if len(reader.calls) >= 2 and reader.calls[-1] and reader.calls[-1] == reader.calls[-2]:
                 self_nested.append(query)
+            if reader.word[:1].isdigit():
+                number = max(number, len(reader.word))
+        predicates = reader.predicates.ended()
+        assert predicates is not None, query
+        repeats = max([repeats, *predicates.counts.values()])
         longest = max([longest, *(len(run) for run in re.findall(r"\s+", query))])
     assert deepest == 4 and deepest < MAX_CALL_DEPTH
     assert self_nested == []
     assert longest == 2 and longest < SQL_MAX_WHITESPACE
+    assert number == 6 and number < MAX_NUMBER
+    assert repeats == 2 and repeats < MAX_REPEATS
 
 
 @pytest.mark.parametrize("text,refused_in", [

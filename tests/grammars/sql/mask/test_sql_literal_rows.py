@@ -70,7 +70,7 @@ def test_a_rollback_below_the_runs_start_drops_the_row() -> None:
 
 @pytest.mark.parametrize("text", [
     "SELECT name FROM singer WHERE name = 'Ada  Love''lace von\nX' AND nation = \"Lux embourg\"",
-    "SELECT venue FROM concert WHERE venue LIKE '%a, b%' OR venue = 'x        y' OR venue = 'Ford Motor Company'",
+    "SELECT venue FROM concert WHERE venue LIKE '%a, b%' OR venue = 'x    y' OR venue = 'Ford Motor Company'",
     "SELECT name FROM singer WHERE nation = \"Lux\nembourg\" OR nation = \"Rome\" OR name = \"na\"",
 ])
 def test_every_row_equals_a_fresh_matchers(xgr_compiler, text: str) -> None:  # type: ignore[no-untyped-def]
@@ -90,11 +90,11 @@ def test_every_row_equals_a_fresh_matchers(xgr_compiler, text: str) -> None:  # 
 @pytest.mark.parametrize("pieces", [
     # a quoted name typed piece by piece, then text no name starts with, then a newline
     ['SELECT name FROM singer WHERE nation = "', "n", "at", "x", "y", "\n", "z", '"'],
-    ['SELECT name FROM singer WHERE "', "n", "ation", '"', " = 'a", "        ", "b'"],
-    ["SELECT name FROM singer WHERE name = '", "x", "        ", "y", "'"],
+    ['SELECT name FROM singer WHERE "', "n", "ation", '"', " = 'a", "    ", "b'"],
+    ["SELECT name FROM singer WHERE name = '", "x", "    ", "y", "'"],
 ])
 def test_runs_break_where_the_language_changes(xgr_compiler, pieces: list[str]) -> None:  # type: ignore[no-untyped-def]
-    """Token by token as written (a column name typed in pieces, 8 spaces: the whitespace
+    """Token by token as written (a column name typed in pieces, 4 spaces: the whitespace
     cap's limit), each row against a fresh matcher's."""
     compiled = xgr_compiler.compile(SPEC)
     matcher = compiled.matcher()
