@@ -123,7 +123,7 @@ class EngineConfig:
     k: int = 4
     span_tokens: int = 8
     history_tokens: int = 65536
-    draft_window: int = 0
+    draft_window: int = 64
     adaptive_k: bool | None = None
     draft_mask: bool = True
     unmasked_mode: UnmaskedMode = "argmax"

@@ -55,7 +55,7 @@ class GatewaySettings(BaseSettings):
         65536, description="bound of the history index: recent outputs per caller and exact grammar whose "
         "continuations are drafted before the draft model's (torch engine, masked draft model); 0 = off")
     draft_window: int = Field(
-        0, ge=0, description="the draft model reads only the first 4 and the last N prompt tokens: a short draft "
+        64, ge=0, description="the draft model reads only the first 4 and the last N prompt tokens: a short draft "
         "prefill on long prompts; the output law is unchanged, acceptance may fall (torch engine); 0 = the whole prompt")
     adaptive_k: bool | None = Field(
         None, description="pick K <= k per step from measured forward costs and acceptance (default: on for torch, off for vLLM)")

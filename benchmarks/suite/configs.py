@@ -23,8 +23,10 @@ The masked draft-model configurations draft from history as the engine does by d
 (`engine.drafters.history`), each from its own outputs, emptied at the start of every matrix
 cell group and sweep point (no case ever drafts from its own earlier run);
 `specgate-no-history` is `specgate` without it (the A/B).
-`specgate-draft-window`: `specgate` whose draft reads only the first 4 and the last 64 prompt
-tokens (`engine.drafters.window`): a short draft prefill against what the draft loses of the prompt.
+Like the engine, the draft-model configurations draft from a prompt window (the first 4 and
+the last 64 prompt tokens, `engine.drafters.window`); `specgate-whole-prompt` is `specgate`
+whose draft reads the whole prompt (the A/B: a short draft prefill against what the draft
+loses of the prompt).
 Peers:
 - `hf-assisted`: HF transformers `generate(assistant_model=...)` under the same xgrammar
   grammar through a processor that follows input_ids (benchmarks.suite.hf_processor; xgrammar's
@@ -54,7 +56,7 @@ class TorchConfig:
     prefix_cache: bool = True  # the engine's default automatic prefix cache (engine.torch_engine.prefix_cache)
     llama_draft: bool = False  # the draft model on llama.cpp kernels (its GGUF), the target as the bench's
     history: bool = True  # the engine's default history drafts (masked draft model only: engine.drafters.history)
-    draft_window: int = 0  # the draft reads the first 4 and the last N prompt tokens (engine.drafters.window); 0: all
+    draft_window: int = 64  # the draft reads the first 4 and the last N prompt tokens (engine.drafters.window); 0: all
 
     @property
     def speculates(self) -> bool:
@@ -73,7 +75,7 @@ TORCH_CONFIGS: dict[str, TorchConfig] = {
     "no-spec-nopc": TorchConfig(drafter="none", prefix_cache=False),
     "specgate-nopc": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, prefix_cache=False),
     "specgate-no-history": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, history=False),
-    "specgate-draft-window": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, draft_window=64),
+    "specgate-whole-prompt": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, draft_window=0),
     "specgate-llama-draft": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, llama_draft=True),
 }
 HF_CONFIGS = ("hf-assisted",)

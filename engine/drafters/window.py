@@ -12,7 +12,7 @@ them hurts every later one); the draft's positions are renumbered contiguously.
 
 `draft_prompt(prompt, window=)` returns the draft's prompt, or None where it reads the whole
 prompt (window 0, or a prompt that fits). Knows nothing of caches, models or grammars; what
-a window costs in acceptance is measured by `specgate bench` (`specgate-draft-window`).
+a window costs in acceptance is measured by `specgate bench` (`specgate-whole-prompt`: none).
 """
 
 from __future__ import annotations
