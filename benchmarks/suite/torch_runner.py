@@ -34,7 +34,7 @@ class TorchRunner:
         self.stop_ids = model_stop_token_ids(target_model, tokenizer)
         self._compilers: dict[int, Any] = {}
         self._grammars: dict[tuple[int, str], Any] = {}
-        self._decoders: dict[tuple[str, int], Any] = {}
+        self._decoders: dict[tuple[str, int, str], Any] = {}
         self.costs: Any = None  # engine.pacing.cost_model.ForwardCosts: adaptive K and the predicted times
         self.llama_draft: Any = None  # the draft on llama.cpp kernels (`llama_draft` configurations)
         self.llama_draft_costs: Any = None  # the costs measured for the target with that draft
@@ -68,12 +68,14 @@ class TorchRunner:
 
         return encode_text(self.tokenizer, render_chat(self.tokenizer, case.messages, case.tools))
 
-    def decoder(self, config_name: str, k: int) -> Any:
+    def decoder(self, config_name: str, k: int, *, scope: str = "") -> Any:
+        """The decoder of `config_name` at `k`, one per `scope` (its own prefix cache and
+        history: runs in different scopes never reuse each other's prompts)."""
         from engine.config import EngineConfig
         from engine.torch_engine.decoder import SpecDecoder
 
         config = TORCH_CONFIGS[config_name]
-        key = (config_name, k if config.speculates else 0)
+        key = (config_name, k if config.speculates else 0, scope)
         if key not in self._decoders:
             if config.drafter == "model" and self.draft_model is None:
                 raise ValueError(f"configuration {config_name!r} needs a draft model")
@@ -86,7 +88,7 @@ class TorchRunner:
                 target_model=self.target_model, tokenizer=self.tokenizer,
                 draft_model=draft if config.drafter == "model" else None,
                 config=EngineConfig(
-                    model="bench-target", draft_model="bench-draft", drafter=config.drafter, k=key[1],
+                    model="bench-target", draft_model="bench-draft", drafter=config.drafter, k=k if config.speculates else 0,
                     draft_mask=config.draft_mask, unmasked_mode=config.unmasked_mode,
                     adaptive_k=config.adaptive_k and costs is not None,
                     prefix_cache_mib=EngineConfig.prefix_cache_mib if config.prefix_cache else 0,
@@ -126,7 +128,7 @@ class TorchRunner:
 
     def run(
         self, workload: Workload, case: Case, config_name: str, *, k: int, temperature: float,
-        max_tokens: int, seed: int,
+        max_tokens: int, seed: int, scope: str = "",
     ) -> RequestRecord:
         from engine.types import GenerationRequest, SamplingOptions
 
@@ -135,7 +137,7 @@ class TorchRunner:
         start = time.perf_counter()
         try:
             grammar = self.grammar(workload, case)
-            decoder = self.decoder(config_name, k)
+            decoder = self.decoder(config_name, k, scope=scope)
             request = GenerationRequest(
                 case.case_id, self.prompt_ids(case),
                 SamplingOptions(temperature=temperature, max_tokens=max_tokens, seed=seed), grammar=grammar,

@@ -203,9 +203,9 @@ def run_model(args: argparse.Namespace, stream: list[Question], suites: dict[str
     warm_q = Question("warm-up", 0, "warm_up", "List the name of every item.", "SELECT name FROM item", WARM_UP_DDL)
     warm = Workload("text2sql-warm-up", (question_case(warm_q, constrained=True),))
     for name in args.configs:  # every configuration's decoder and both models warmed, unrecorded
-        config = name.split("/")[1]
+        arm, config = name.split("/")
         case: Case = warm.cases[0]
-        runner.run(warm, case, config, k=args.k, temperature=0.0, max_tokens=4, seed=0)
+        runner.run(warm, case, config, k=args.k, temperature=0.0, max_tokens=4, seed=0, scope=arm)
     runner.clear_prefix_caches()
     records: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -219,7 +219,7 @@ def run_model(args: argparse.Namespace, stream: list[Question], suites: dict[str
             arm, config = name.split("/")
             case = grammar_case if arm == "grammar" else free_case
             record = runner.run(arms[arm], case, config, k=args.k, temperature=0.0, max_tokens=args.max_tokens,
-                                seed=args.seed).as_dict()
+                                seed=args.seed, scope=arm).as_dict()  # arms never share a cached prompt
             sql = extract_sql(record["text"])
             verdict = check_sql(sql, q.ddl)
             record.update(name=name, family=q.family, db_id=q.db_id, new_schema=new_schema, gold=q.gold, sql=sql,
