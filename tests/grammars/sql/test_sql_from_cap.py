@@ -17,6 +17,7 @@ from grammars import spec_from_request
 from grammars.sql.grammar import FUNCTIONS, parse_sql_schema
 from grammars.sql.scope import MAX_FROM_ITEMS, SqlSchema, SqlScope
 from tests.conftest import DATA
+from tests.grammars.sql.scope_reading import refused_at
 from tokenmask import unpack_bitmask
 
 BATTLE_DEATH = (DATA / "text2sql" / "spider" / "ddl" / "battle_death.sql").read_text()
@@ -31,11 +32,7 @@ def _reader() -> SqlScope:
 
 
 def _refused_at(text: str) -> int | None:
-    reader = _reader()
-    for index, ch in enumerate(text):
-        if not (reader.feed(ch) and reader.viable()):
-            return index
-    return None
+    return refused_at(text, parse_sql_schema(BATTLE_DEATH))
 
 
 def test_the_runaway_is_refused_at_the_alias_past_the_cap() -> None:

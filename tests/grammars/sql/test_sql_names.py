@@ -15,9 +15,9 @@ import pytest
 
 from grammars import spec_from_request
 from grammars.sql.check import check_sql
-from grammars.sql.grammar import FUNCTIONS, parse_sql_schema
-from grammars.sql.scope import SqlSchema, SqlScope
+from grammars.sql.grammar import parse_sql_schema
 from tests.conftest import DATA
+from tests.grammars.sql.scope_reading import refused_at
 from tokenmask import unpack_bitmask
 
 BIRD = DATA / "text2sql" / "bird_minidev" / "ddl"
@@ -59,11 +59,7 @@ def _tables(db: str) -> dict[str, list[str]]:
 
 def _refused_at(query: str, tables: dict[str, list[str]]) -> int | None:
     """Index of the character the scope reader refuses (len(query) when it cannot end)."""
-    scope = SqlScope(SqlSchema(tables, FUNCTIONS))
-    for index, ch in enumerate(query):
-        if not scope.feed(ch) or not scope.viable():
-            return index
-    return None if scope.can_end() else len(query)
+    return refused_at(query, tables, must_end=True)
 
 
 @pytest.mark.parametrize("db,query,prefix", ANSWERS)

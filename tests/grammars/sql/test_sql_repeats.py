@@ -16,6 +16,7 @@ from grammars.sql.grammar import FUNCTIONS, parse_sql_schema
 from grammars.sql.repeats import MAX_REPEATS
 from grammars.sql.scope import SqlSchema, SqlScope
 from tests.conftest import DATA
+from tests.grammars.sql.scope_reading import refused_at
 from tests.grammars.sql.test_sql_scope import _mask_vs_reading
 from tokenmask import unpack_bitmask
 
@@ -30,11 +31,7 @@ def _reader() -> SqlScope:
 
 
 def _refused_at(text: str) -> int | None:
-    reader = _reader()
-    for index, ch in enumerate(text):
-        if not (reader.feed(ch) and reader.viable()):
-            return index
-    return None
+    return refused_at(text, parse_sql_schema(CAR_1))
 
 
 def test_the_runaway_is_refused_at_the_first_letter_of_its_next_operator() -> None:

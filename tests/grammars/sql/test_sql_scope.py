@@ -18,6 +18,7 @@ from grammars.sql.grammar import FUNCTIONS, parse_sql_schema
 from grammars.sql.mask.vocab import opaque_shape
 from grammars.sql.scope import SqlSchema, SqlScope
 from tests.conftest import DATA
+from tests.grammars.sql.scope_reading import refused_at
 from tokenmask import unpack_bitmask
 
 SPIDER = DATA / "text2sql" / "spider"
@@ -47,11 +48,7 @@ def _gold() -> list[dict[str, Any]]:
 
 def _refused_at(query: str, tables: dict[str, list[str]]) -> int | None:
     """Index of the character the scope reader refuses (len(query) when it cannot end)."""
-    scope = SqlScope(SqlSchema(tables, FUNCTIONS))
-    for index, ch in enumerate(query):
-        if not scope.feed(ch) or not scope.viable():
-            return index
-    return None if scope.can_end() else len(query)
+    return refused_at(query, tables, must_end=True)
 
 
 def _compiled(compiler: Any, db: str) -> Any:
