@@ -113,10 +113,10 @@ _ALIAS_SLOTS = frozenset(("after_table", "after_as", "after_sub"))
 # after an operand of ON while FROM may not end yet: the words the grammar allows there after
 # any operand, less those that end FROM (no two share a beginning the grammar cannot finish)
 _ON_GOES_ON = frozenset("and or not is in like glob between natural inner cross left right full join".split())
-# the same where no table may follow but FROM may end (`_join_closed`): no join but NATURAL
-_ON_ENDS = frozenset("and or not is in like glob between natural where group having order limit union "
-                     "intersect except".split())
-_CLOSED_JOINS = frozenset("inner cross left right full outer join".split())  # refused by `_join_closed`
+# the same where FROM may end but no table may follow: no join word, FROM's end words
+_ON_CLOSED = (_ON_GOES_ON - _JOIN_WORDS) | _FROM_END
+_CLOSED_JOINS = _JOIN_WORDS - {"natural"}  # refused by `_join_closed` (NATURAL makes no ambiguity)
+_ON_ENDS = _ON_CLOSED | {"natural"}  # after an ON operand where `_join_closed`
 _OPERAND_ENDS = frozenset(("null", "end"))
 # the keywords that may follow a complete operand in a select list (any other word there is
 # an alias without AS, which the grammar also reads a keyword as: sqlite refuses it), and
@@ -130,9 +130,8 @@ _AFTER_ITEM = {slot: _JOIN_WORDS | _FROM_END | {"on"} | ({"as"} if slot != "afte
 # FROM items per SELECT core (1 + JOINs + commas); gold Spider dev / BIRD mini-dev: 4. Past it
 # an item may start only while FROM may not end yet, and must then bind what FROM lacks
 MAX_FROM_ITEMS = 8
-# after an operand of ON at the cap, FROM ending or not: the words the grammar allows there
-# after any operand, less the join words
-_ON_AT_CAP = (_ON_GOES_ON - _JOIN_WORDS) | _FROM_END
+# after an operand of ON at the cap: no other item, not even a NATURAL join
+_ON_AT_CAP = _ON_CLOSED
 # calls (functions, CAST) open at once; gold Spider dev / BIRD mini-dev: 4, and a column spelled
 # like a function (`Date`) counts as a call's start there (`CAST(SUM(IIF(SUBSTRING(Date`)
 MAX_CALL_DEPTH = 5
