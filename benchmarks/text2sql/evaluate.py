@@ -374,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="model threads (0: every core)")
     parser.add_argument("--data-dir", type=pathlib.Path, default=DATA)
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS_DIR / "text2sql.json")
+    parser.add_argument("--cases", default="",
+                        help="only these questions of the stream, by case id (e.g. bird-80,spider-151)")
     parser.add_argument("--records", type=pathlib.Path, default=None,
                         help="summarize the records of an earlier run (its .partial.json if it was stopped), no model")
     args = parser.parse_args(argv)
@@ -392,6 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_model:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         stream = question_stream(by_family, args.per_db, args.seed)
+        if args.cases:
+            wanted = set(args.cases.split(","))
+            stream = [q for q in stream if q.case_id in wanted]
+            if len(stream) != len(wanted):
+                parser.error(f"--cases not in the stream: {sorted(wanted - {q.case_id for q in stream})}")
         if args.records is not None:  # an earlier run's records (a stopped run: the questions it finished)
             saved = json.loads(args.records.read_text())
             result = saved if isinstance(saved, dict) else {"records": saved, "wall_s": 0.0, "kernels": "", "costs": []}

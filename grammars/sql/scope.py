@@ -33,7 +33,11 @@ and says, character by character, whether it is still on course to resolve in sq
   scope holding it (two: ambiguous, unless a NATURAL join came), or be a select-list alias
   that is also a column of the schema (the grammar reads another bare word only as a
   qualifier, which an alias is not; an ambiguous one only in ORDER BY); a subquery in FROM
-  (whose columns are unknown here) lets any column not decided nearer resolve; GROUP BY and
+  is bound to its result's names where they are known (`_result_names`, a superset: the
+  columns and aliases its select list or ON named, the columns its `*` / `Q.*` spans; a name
+  bound to a result with no column of the schema never qualifies), and where they are not (a
+  compound SELECT, a `*` over an unknown result, past MAX_FROM_ITEMS) lets any column not
+  decided nearer resolve; GROUP BY and
   ORDER BY never reach an enclosing query (`_reach`: sqlite resolves them alone); an operand right
   after "(" may start with SELECT only where the bracket is not a call's, and with DISTINCT
   only in an aggregate's (count, sum, avg, total, group_concat), as in the grammar;
@@ -143,6 +147,9 @@ MAX_WORD = 64
 # gold Spider dev / BIRD mini-dev: 6 (`201301`), 2 after a point, no exponent
 MAX_NUMBER = 20
 _BLOCKS = 4096  # SqlSchema.blocks / .operands entries; each cleared when it grows past this
+# the first character of a `SqlSchema.derived` key (a subquery in FROM whose result is known);
+# no table name holds it
+DERIVED = "\x00"
 _CHECKED = frozenset("`[")  # quoted-name openers whose text is checked after FROM (quoted_choices)
 _LOCAL_TAILS = frozenset(("group", "order"))  # clauses whose names never reach an enclosing query
 _TAILS = {"where": "", "group": "group", "having": "having", "order": "order"}  # keyword -> _Scope.tail
@@ -185,7 +192,7 @@ class _Scope:
     clause: str = "select"  # select | from | on | after
     refs: dict[str, frozenset[str]] = field(default_factory=dict)  # qualifier -> required cols
     bare: set[str] = field(default_factory=set)  # bare columns used before FROM
-    bound: dict[str, str | None] = field(default_factory=dict)  # name -> table (None: subquery)
+    bound: dict[str, str | None] = field(default_factory=dict)  # name -> table, derived key (None: unknown)
     aliases: set[str] = field(default_factory=set)  # select-list aliases (`AS x`)
     slot: str = ""  # FROM slot: table | after_table | after_as | after_alias | after_sub | join_kw
     table: str | None = None  # table of the current FROM item
@@ -195,13 +202,14 @@ class _Scope:
     tail: str = ""  # after FROM: the clause being read ("group" / "having" / "order"; "": another)
     natural: bool = False  # a NATURAL join came: its shared columns are one (ambiguity not judged)
     items: int = 0  # FROM items named (a table or a subquery; up to MAX_FROM_ITEMS + 1: past it, all alike)
+    stars: frozenset[str] = frozenset()  # the select list's `*` ("") and `Q.*` (Q): its result's names
     # key() once per state of the scope: SqlScope._mut (the only way to change a scope) drops it
     cached_key: Hashed | None = field(default=None, repr=False, compare=False)
 
     def copy(self) -> _Scope:
         return _Scope(self.depth, self.clause, dict(self.refs), set(self.bare), dict(self.bound),
                       set(self.aliases), self.slot, self.table, self.joined, self.compound,
-                      self.core_pending, self.tail, self.natural, self.items)
+                      self.core_pending, self.tail, self.natural, self.items, self.stars)
 
     def key(self) -> Hashed:
         key = self.cached_key
@@ -210,7 +218,7 @@ class _Scope:
                 self.depth, self.clause, tuple(sorted(self.refs.items())), tuple(sorted(self.bare)),
                 tuple(sorted(self.bound.items(), key=lambda kv: kv[0])), tuple(sorted(self.aliases)),
                 self.slot, self.table, self.joined, self.compound, self.core_pending, self.tail,
-                self.natural, self.items))
+                self.natural, self.items, self.stars))
         return key
 
 
@@ -233,11 +241,37 @@ class SqlSchema:
         # SqlScope refuses a word (not a number) longer than this: no endless identifier
         self.max_word = max([MAX_WORD, *map(len, self.tables), *map(len, self.all_columns), *map(len, functions)])
         self._fits: dict[tuple[frozenset[str], bool], frozenset[str]] = {}
+        self._derived: dict[str, frozenset[str]] = {}  # columns_of's, per `derived` key
         self.memo: dict[object, Any] = {}  # for the mask layer (its signature tables): shared by its matchers
         self.blocks: dict[tuple[object, ...], sql_glue.Block | None] = {}  # SqlScope.word_block's
         # SqlScope.word_set's at an operand: one frozenset per (bindings, aliases, after "(")
         self.operands: dict[tuple[object, ...], frozenset[str]] = {}
         self.quoted: dict[tuple[object, ...], QuotedNames] = {}  # SqlScope.quoted_choices's
+
+    @staticmethod
+    def derived(names: frozenset[str]) -> str:
+        """The key a subquery in FROM is bound to where its result's names are known (its
+        columns and aliases: `columns_of` reads them back)."""
+        return DERIVED + DERIVED.join(sorted(names))
+
+    def columns_of(self, table: str | None) -> frozenset[str]:
+        """The columns of a table, or of a `derived` key; none for None or an unknown name."""
+        if table is None:
+            return frozenset()
+        hit = self.columns.get(table)
+        if hit is None:
+            hit = self._derived.get(table)
+            if hit is None:
+                hit = frozenset(filter(None, table[1:].split(DERIVED))) if table.startswith(DERIVED) else frozenset()
+                if len(self._derived) > _BLOCKS:
+                    self._derived.clear()
+                self._derived[table] = hit
+        return hit
+
+    def words_of(self, table: str | None) -> frozenset[str]:
+        """`columns_of(table)` that a bare word can spell."""
+        hit = self.words.get(table) if table is not None else frozenset()
+        return hit if hit is not None else frozenset(filter(_is_word, self.columns_of(table)))
 
     def fitting_columns(self, required: frozenset[str], *, names: bool = False) -> frozenset[str]:
         """Columns col (identifiers; with `names`, any) such that some table has all of
@@ -350,7 +384,8 @@ class SqlScope:
             return self._table_choices(scope, opener)
         if opener not in _CHECKED or scope is None or scope.clause not in ("on", "after"):
             return None
-        visible = tuple(sorted(name for name in self._visible() if not name.startswith("(")))
+        visible = tuple(sorted(name for name, table in self._visible().items()
+                               if not name.startswith("(") and self._qualifiable(table)))
         names = set(visible) | (self.schema.all_columns if opener == "`" else set())
         return self._quoted_names((opener, visible), opener, names)
 
@@ -380,7 +415,7 @@ class SqlScope:
     def _qualified_choices(self, qual: str, opener: str) -> QuotedNames | None:
         """The columns a quoted column after `qual.` may spell (`Q."col"`, `` Q.`col` ``), as
         for a bare one (`_column_choices`) but any name of them; None: not checked (`qual` is
-        bound to a subquery, whose columns are unknown)."""
+        bound to a subquery whose result is unknown)."""
         columns = self._column_choices(qual, names=True)
         if columns is None:
             return None
@@ -447,7 +482,7 @@ class SqlScope:
         for qual, cols in scope.refs.items():
             if qual not in scope.bound:
                 outer, table = self._outer_binding(qual)
-                if not outer or (table is not None and not cols <= self.schema.columns.get(table, frozenset())):
+                if not outer or (table is not None and not cols <= self.schema.columns_of(table)):
                     missing.add(qual)
         return missing
 
@@ -462,11 +497,11 @@ class SqlScope:
                 tables.extend(outer.bound.values())
         if None in tables:
             return frozenset()
-        have = frozenset().union(*(self.schema.columns.get(t or "", frozenset()) for t in tables))
+        have = frozenset().union(*(self.schema.columns_of(t) for t in tables))
         return frozenset(scope.bare - have)
 
     def _fits(self, scope: _Scope, name: str, table: str | None) -> bool:
-        return table is None or scope.refs.get(name, frozenset()) <= self.schema.columns.get(table, frozenset())
+        return table is None or scope.refs.get(name, frozenset()) <= self.schema.columns_of(table)
 
     def _useful(self, scope: _Scope, name: str, table: str | None) -> bool:
         """Whether binding `name` to `table` (None: a subquery) binds what FROM lacks: a
@@ -474,12 +509,12 @@ class SqlScope:
         if name in self._missing(scope) and self._fits(scope, name, table):
             return True
         uncovered = self._uncovered(scope)
-        return bool(uncovered) and (table is None or bool(uncovered & self.schema.columns.get(table, frozenset())))
+        return bool(uncovered) and (table is None or bool(uncovered & self.schema.columns_of(table)))
 
     def _useful_table(self, scope: _Scope, table: str) -> bool:
         """Whether an item of `table` can bind what FROM lacks (itself, or under an alias)
         without making a bare column ambiguous (`_taken`)."""
-        if self._taken(scope) & self.schema.columns.get(table, frozenset()):
+        if self._taken(scope) & self.schema.columns_of(table):
             return False
         return self._useful(scope, table, table) or any(
             self._fits(scope, name, table) and name not in KEYWORDS for name in self._missing(scope))
@@ -497,11 +532,11 @@ class SqlScope:
             return frozenset(t for t in self.schema.table_words if self._useful_table(scope, t))
         if slot not in _ALIAS_SLOTS:
             return None
-        table = scope.table if slot != "after_sub" else None
+        table = scope.table
         if slot != "after_sub" and table is None:
             return None
         uncovered = self._uncovered(scope)
-        if uncovered and (table is None or uncovered & self.schema.columns.get(table, frozenset())):
+        if uncovered and (table is None or uncovered & self.schema.columns_of(table)):
             return None  # any alias binds a table holding a bare column none has
         words = {name for name in self._missing(scope)
                  if _is_word(name) and name not in KEYWORDS and self._fits(scope, name, table)}
@@ -526,7 +561,7 @@ class SqlScope:
         if scope.slot == "table":
             names = {t for t in self.schema.tables if self._useful_table(scope, t)}
         elif scope.slot in _ALIAS_SLOTS and self._capped_item_words(scope) is not None:
-            table = scope.table if scope.slot != "after_sub" else None
+            table = scope.table
             names = {n for n in self._missing(scope) if n not in KEYWORDS and self._fits(scope, n, table)}
         else:
             return None
@@ -559,7 +594,8 @@ class SqlScope:
         visible: dict[str, str | None] = {}
         for inner in reversed(reach):
             visible.update(inner.bound)
-        names = set(filter(_is_word, visible))  # a quoted table's own name may hold a space
+        # a quoted table's own name may hold a space; a subquery's result may name no column
+        names = {name for name, table in visible.items() if _is_word(name) and self._qualifiable(table)}
         names |= self._bare_columns(scope, reach) | (_OPERAND_WORDS - {"cast"})
         names |= {f for f in self.schema.functions | {"cast"} if self._may_call(f, self.last)}
         names |= _PAREN_WORDS.get(self.last, frozenset())
@@ -571,22 +607,21 @@ class SqlScope:
         one table bound in the first scope that holds it (two: ambiguous, unless a NATURAL
         join came there), or a select-list alias that is a column of the schema (in ORDER
         BY even where the column is ambiguous); every column not decided nearer where a
-        subquery whose columns are unknown is bound."""
-        words = self.schema.words
+        subquery whose result is unknown is bound."""
         allowed: set[str] = set()
         decided: set[str] = set()
         for inner in reach:
             tables = list(inner.bound.values())
             counts: dict[str, int] = {}
             for table in tables:
-                for column in words.get(table or "", frozenset()):
+                for column in self.schema.words_of(table):
                     counts[column] = counts.get(column, 0) + 1
             ambiguous = set() if inner.natural else {c for c, n in counts.items() if n > 1}
             if inner is scope:
                 aliases = scope.aliases & self.schema.all_words
                 allowed |= aliases if scope.tail == "order" else aliases - ambiguous
                 decided |= aliases
-            if None in tables:  # a subquery's columns: any column not decided may resolve here
+            if None in tables:  # a subquery's unknown result: any column not decided may resolve here
                 allowed |= self.schema.all_words - decided - ambiguous
                 break
             allowed |= counts.keys() - decided - ambiguous
@@ -620,7 +655,7 @@ class SqlScope:
         NATURAL join came."""
         if not scope.bare or scope.natural:
             return frozenset()
-        held = [self.schema.columns.get(table, frozenset()) for table in scope.bound.values() if table is not None]
+        held = [self.schema.columns_of(table) for table in scope.bound.values() if table is not None]
         return frozenset(column for column in scope.bare if any(column in cols for cols in held))
 
     def word_block(self) -> sql_glue.Block | None:
@@ -678,8 +713,8 @@ class SqlScope:
         """`low` (not a keyword) may be the alias of the current FROM item, glue aside."""
         if low in scope.bound:
             return False
-        table = scope.table if scope.slot != "after_sub" else None
-        return table is None or scope.refs.get(low, frozenset()) <= self.schema.columns.get(table, frozenset())
+        table = scope.table
+        return table is None or scope.refs.get(low, frozenset()) <= self.schema.columns_of(table)
 
     def _reach(self) -> list[_Scope]:
         """The scopes a name read now may resolve in, innermost first: those past their
@@ -708,25 +743,25 @@ class SqlScope:
 
     def _column_choices(self, qual: str, *, names: bool = False) -> frozenset[str] | None:
         """The columns `qual.col` may name here (those a bare word can spell; with `names`,
-        every name, for a quoted column); None: any (a subquery's, unknown)."""
+        every name, for a quoted column); None: any (a subquery's unknown result)."""
         scope = self.scopes[-1] if self.scopes else None
         if scope is None:
             return None
-        words = self.schema.columns if names else self.schema.words
+        words = self.schema.columns_of if names else self.schema.words_of
         if scope.clause != "select" and qual in scope.bound:
             table = scope.bound[qual]
-            return None if table is None else words.get(table, frozenset())
+            return None if table is None else words(table)
         outer, table = self._outer_binding(qual)
         if scope.clause != "select":  # after FROM: the qualifier is bound in an outer scope
             if not outer or table is None:
                 return None
-            return words.get(table, frozenset())
+            return words(table)
         choices = self.schema.fitting_columns(scope.refs.get(qual, frozenset()), names=names)
         if outer:
             if table is None:
                 return None
-            if scope.refs.get(qual, frozenset()) <= self.schema.columns.get(table, frozenset()):
-                choices = choices | words.get(table, frozenset())
+            if scope.refs.get(qual, frozenset()) <= self.schema.columns_of(table):
+                choices = choices | words(table)
         return choices
 
     def _resolved(self, scope: _Scope) -> bool:
@@ -735,7 +770,7 @@ class SqlScope:
             if qual in scope.bound:
                 continue  # its columns were checked when it was bound
             outer, table = self._outer_binding(qual)
-            if not outer or (table is not None and not cols <= self.schema.columns.get(table, frozenset())):
+            if not outer or (table is not None and not cols <= self.schema.columns_of(table)):
                 return False
         if scope.bare:
             tables = list(scope.bound.values())
@@ -744,7 +779,7 @@ class SqlScope:
                     tables.extend(s.bound.values())
             if None in tables:
                 return True
-            have = frozenset().union(*(self.schema.columns.get(t or "", frozenset()) for t in tables))
+            have = frozenset().union(*(self.schema.columns_of(t) for t in tables))
             if not scope.bare <= have:
                 return False
         return True
@@ -756,7 +791,7 @@ class SqlScope:
             table = scope.table
             if table in scope.bound:
                 return False
-            if not scope.refs.get(table, frozenset()) <= self.schema.columns.get(table, frozenset()):
+            if not scope.refs.get(table, frozenset()) <= self.schema.columns_of(table):
                 return False
             if scope.items > MAX_FROM_ITEMS and not self._useful(scope, table, table):
                 return False  # past the cap, an item binds what FROM lacks
@@ -834,6 +869,8 @@ class SqlScope:
             if scope is not None and scope.clause == "select":
                 scope = self._mut()
                 scope.refs[qual] = scope.refs.get(qual, frozenset())
+                if ch == "*":
+                    scope.stars |= {qual}
             if ch in _QUOTES:  # `Q."col"`: read as typed, a column Q may have (as `Q.col`)
                 self.mode, self.quoted, self.last = ch, "", "q"
                 self.qual = qual  # until the name closes
@@ -870,13 +907,16 @@ class SqlScope:
             if self.parens.pop():
                 if not self._end_from():
                     return False
-                self.scopes.pop()
+                names = self._result_names(self.scopes.pop())
                 self._owned = False  # the new innermost scope may be shared
                 outer = self.scopes[-1] if self.scopes else None
                 if outer is not None and outer.clause == "from" and outer.slot == "sub_open":
                     outer = self._mut()
-                    outer.slot, outer.table = "after_sub", None
-                    outer.bound[f"({len(outer.bound)})"] = None  # its columns are unknown here
+                    # past MAX_FROM_ITEMS its columns are left unknown: it binds what FROM lacks
+                    derived = (self.schema.derived(names) if names is not None and outer.items <= MAX_FROM_ITEMS
+                               else None)
+                    outer.slot, outer.table = "after_sub", derived
+                    outer.bound[f"({len(outer.bound)})"] = derived  # until an alias names it
             self.operand = False
             return True
         if ch == ";":
@@ -903,6 +943,9 @@ class SqlScope:
                 scope.clause, scope.slot, scope.joined = "from", "table", False
             return True
         if ch == "*":
+            if (self.operand and scope is not None and scope.clause == "select"
+                    and len(self.parens) == scope.depth):
+                self._mut().stars |= {""}  # `SELECT *`
             self.operand = not self.operand  # `count(*)` / `SELECT *`, else a product
             return True
         self.operand = True  # operator
@@ -942,12 +985,37 @@ class SqlScope:
         self.pending = low
         return True
 
+    def _qualifiable(self, table: str | None) -> bool:
+        """Whether a name bound to `table` may qualify a column: it has a column of the
+        schema (the grammar names no other after `Q.`; a subquery's result may hold none)."""
+        return table is None or not self.schema.columns_of(table).isdisjoint(self.schema.all_columns)
+
+    def _result_names(self, scope: _Scope) -> frozenset[str] | None:
+        """The names the result columns of the SELECT read in `scope` may have, a superset:
+        every column and alias its select list (or an ON) named, every column of the tables
+        its `*` / `Q.*` spans; None: unknown (a compound SELECT: its first core names them;
+        a `*` over a subquery whose result is unknown)."""
+        if scope.compound:
+            return None
+        names = set(scope.bare) | scope.aliases
+        for columns in scope.refs.values():
+            names |= columns
+        for qual in scope.stars:
+            tables = list(scope.bound.values()) if qual == "" else [scope.bound.get(qual)]
+            if None in tables:
+                return None
+            for table in tables:
+                names |= self.schema.columns_of(table)
+        return frozenset(names)
+
     def _qualifier(self, name: str) -> bool:
         scope = self.scopes[-1] if self.scopes else None
         if scope is None or name in KEYWORDS or name.startswith("("):  # "(0)": a subquery's place
             return False
-        if scope.clause != "select" and name not in self._visible():
-            return False
+        if scope.clause != "select":
+            visible = self._visible()
+            if name not in visible or not self._qualifiable(visible[name]):
+                return False
         self.qual = name
         return True
 
@@ -999,7 +1067,7 @@ class SqlScope:
         if words is not None and low not in words:
             return False
         if scope.clause == "on" and low not in scope.bare and any(
-                low in self.schema.columns.get(table or "", frozenset()) for table in scope.bound.values()):
+                low in self.schema.columns_of(table) for table in scope.bound.values()):
             self._mut().bare.add(low)  # resolved here: a table joined later must not hold it too
         return True
 
@@ -1018,7 +1086,7 @@ class SqlScope:
         slot = scope.slot
         if slot == "table":
             taken = self._taken(scope)
-            if taken & self.schema.columns.get(low, frozenset()):
+            if taken & self.schema.columns_of(low):
                 return False  # a bare column already in a table bound here would be ambiguous
             if scope.items >= MAX_FROM_ITEMS and not self._useful_table(scope, low):
                 return False  # past the cap, an item binds what FROM lacks
@@ -1028,14 +1096,18 @@ class SqlScope:
             return True
         if low in KEYWORDS or not self._alias_fits(scope, low):
             return False
-        if scope.items > MAX_FROM_ITEMS and not self._useful(scope, low, scope.table if slot != "after_sub" else None):
+        if scope.items > MAX_FROM_ITEMS and not self._useful(scope, low, scope.table):
             return False
         block = None if quoted else self.word_block()  # a quoted name is not typed as a word
         if block is not None and low not in block[1] and (
                 sql_glue.glued(low, block[0]) or sql_glue.near(low, [*scope.refs, *scope.bound])):
             return False
         scope = self._mut()
-        scope.bound[low] = scope.table if slot != "after_sub" else None
+        if scope.table is None or scope.table.startswith(DERIVED):  # a subquery's
+            last = next(reversed(scope.bound), "")
+            if last.startswith("("):
+                del scope.bound[last]  # its place: the alias names it now
+        scope.bound[low] = scope.table
         scope.slot = "after_alias"
         return True
 

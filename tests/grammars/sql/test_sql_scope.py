@@ -94,6 +94,45 @@ def test_scope_reader_rules() -> None:
             at == len(query) and query.endswith(prefix)), (query, at)
 
 
+def test_a_subquery_in_from_is_bound_to_its_result_names() -> None:
+    """A derived table binds the names its result may have (select-list columns and aliases,
+    the columns a `*` / `Q.*` spans): a column it does not return is refused outside it, as
+    sqlite refuses it; where its result is unknown (a compound SELECT), any column resolves."""
+    tables = {"player": ["player_api_id", "height", "name"], "attrs": ["player_api_id", "rating"]}
+    sub = "(SELECT player_api_id FROM player WHERE height < 180) AS T2"
+    ok = [f"SELECT T1.rating FROM attrs AS T1 JOIN {sub} ON T1.player_api_id = T2.player_api_id",
+          "SELECT max(c) FROM (SELECT count(*) AS c FROM attrs GROUP BY player_api_id)",
+          "SELECT n FROM (SELECT count(*) n FROM attrs) ORDER BY n",
+          "SELECT name FROM (SELECT * FROM player) WHERE height > 3",
+          "SELECT T.rating FROM (SELECT P.*, A.rating FROM player AS P JOIN attrs AS A "
+          "ON P.player_api_id = A.player_api_id) AS T WHERE T.height > 1",
+          "SELECT x.name FROM (SELECT name FROM player UNION SELECT rating FROM attrs) AS x",
+          "SELECT T2.name FROM attrs AS T1 JOIN (SELECT name, player_api_id FROM player) AS T2 "
+          "ON T1.player_api_id = T2.player_api_id WHERE T2.name = 'x'"]
+    for query in ok:
+        assert _refused_at(query, tables) is None, query
+        assert check_sql(query, tables).valid, query
+    bad = [f"SELECT height FROM attrs AS T1 JOIN {sub} ON T1.player_api_id = T2.player_api_id",
+           f"SELECT T1.rating FROM attrs AS T1 JOIN {sub} ON T1.player_api_id = T2.h",
+           "SELECT name FROM (SELECT height FROM player) WHERE",
+           "SELECT T.rating FROM (SELECT P.* FROM player AS P JOIN attrs AS A "
+           "ON P.player_api_id = A.player_api_id) AS T"]
+    for prefix in bad:  # refused at its last character, or cannot end there
+        assert _refused_at(prefix, tables) in (len(prefix) - 1, len(prefix)), prefix
+        assert _refused_at(prefix[:-1], tables) in (None, len(prefix) - 1), prefix
+
+
+def test_a_result_without_a_schema_column_never_qualifies() -> None:
+    """The grammar names only the schema's columns after `Q.`: a subquery whose result holds
+    none of them cannot be a qualifier after FROM (it would be a dead end)."""
+    tables = {"player": ["player_api_id", "height"]}
+    reader = SqlScope(SqlSchema(tables, FUNCTIONS))
+    assert reader.feed("SELECT 1 FROM (SELECT count(*) AS c FROM player) AS x WHERE ")
+    words = reader.word_set()
+    assert words is not None and "x" not in words and "height" not in words
+    assert not reader.copy().feed("x.")
+
+
 def test_a_copy_and_its_original_never_share_a_change() -> None:
     """Copies share their scopes until one of them changes the innermost (copy on write):
     feeding either side, at every character of gold queries with subqueries, joins and set
