@@ -21,6 +21,9 @@ than MAX_REPEATS times.
   (its text so far was written MAX_REPEATS times), the words that may: `GOES_ON` (after a
   complete operand the grammar takes each of them, and none ends the predicate; AND too
   after BETWEEN), so the loop is refused at the first letter of its AND / OR; None elsewhere.
+  There an operator character is refused too (`char`): a loop refused its AND / OR would
+  otherwise chain comparisons (`T1.Make = 'General Motors' = 'General Motors' = ...`; no gold
+  query chains one).
 - `signature()` is None while no text has been written MAX_REPEATS - 1 times (every query
   that is not a loop): reading one token can then refuse nothing, as a token completes a
   predicate twice only if it holds one whole (a starter, its text and an ender: no token of
@@ -36,13 +39,14 @@ from dataclasses import dataclass, field
 
 # the most times one predicate (its normalized text) may be written in a query; gold Spider
 # dev / BIRD mini-dev: 2 (docs/sql.md)
-MAX_REPEATS = 6
+MAX_REPEATS = 3
 CLAUSES = frozenset("where on having".split())  # start a predicate anywhere
 STARTERS = frozenset("and or when".split())  # start one inside a predicate (at its depth or deeper)
 ENDERS = frozenset(("and or where on having when then else end group order limit union intersect except "
                     "natural inner cross left right full outer join select from").split())
 GOES_ON = frozenset("not is in like glob between".split())  # after a complete operand, not ending it
 _GOES_ON_BETWEEN = GOES_ON | {"and"}
+_OPERATORS = frozenset("=<>!|+-*/%&~^")  # characters of SQL operators (`capped`: refused there)
 _IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 
 
@@ -81,6 +85,11 @@ class Predicates:
             return None
         return _GOES_ON_BETWEEN if between else GOES_ON
 
+    def may_cap(self) -> bool:
+        """Whether an open predicate's text is a prefix of one written MAX_REPEATS - 1 times
+        or more: only then can reading on (an operator character, `capped`) be refused."""
+        return any(near.startswith(self._text(start)) for _, start, _ in self.open for near in self.near)
+
     def end(self) -> bool:
         """Whether the text may end here (every open predicate ends)."""
         return self.ended() is not None
@@ -114,6 +123,8 @@ class Predicates:
                     return False
                 if low in CLAUSES or (low in STARTERS and inside):
                     self.open = (*self.open, (depth, self.offset + len(self.text), False))
+        if ch in _OPERATORS and self.capped(depth=depth) is not None:
+            return False  # `a = 'x' = 'x'`: no operator runs a capped predicate on
         if ch in "),;" and not self._close(lambda d: d >= depth, cut=0):
             return False
         if ch.isspace():

@@ -27,8 +27,9 @@ Contract:
   bound may not come, a qualified column `Q."col"` (that one after `Q.`, a state whose
   punctuation only `*` settles); a `,` or a `)` also ends a predicate (grammars.sql.repeats),
   which is refused where written MAX_REPEATS times: where a predicate was written
-  MAX_REPEATS - 1 times those kinds are not decided; in a FROM past MAX_FROM_ITEMS
-  (SqlScope.past_from_cap) none is.
+  MAX_REPEATS - 1 times those kinds are not decided; so is none where an operator
+  character may continue such a predicate (`Predicates.may_cap`), nor in a FROM past
+  MAX_FROM_ITEMS (SqlScope.past_from_cap).
 - `punctuation_verdicts(scope)` is (kinds all accepted, kinds all refused) at `scope`: a
   token of an accepted kind is one `SqlScope.feed(text) and viable()` accepts, of a refused
   kind one it refuses; kinds in neither are not decided here (CHECKED ones where names are
@@ -226,6 +227,8 @@ def _flag_verdicts(settled: SqlScope, *, checking: bool = True) -> dict[int, boo
     repeated = bool(settled.predicates.near)  # a `,` or `)` may end a predicate written too often
     if settled.past_from_cap():
         return {}  # every quoted name is checked as typed there, and FROM's `,` may refuse: read
+    if settled.predicates.may_cap():
+        return {}  # an operator character may run a predicate written too often on (grammars.sql.repeats)
     # right after a keyword in a select list a `,` is refused (`a AND,`), after anything else not
     keyword_comma = inner is not None and inner.clause in ("select", "from") and settled.last in ("k", "n")
     verdicts = {}

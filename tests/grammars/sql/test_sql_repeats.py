@@ -67,6 +67,18 @@ def test_what_counts_as_the_same_predicate(text: str, refused: bool) -> None:
         assert reader.feed(text) and reader.can_end()
 
 
+@pytest.mark.parametrize("operator", ["=", " = ", "<>", " || ", "+"])
+def test_a_capped_predicate_runs_on_into_no_operator(operator: str) -> None:
+    """Refused its AND / OR, a loop may not chain a comparison instead (`= 'General Motors'
+    = ...`); a predicate not written MAX_REPEATS times may."""
+    capped = HEAD + " OR T1.Make = 'General Motors'" * MAX_REPEATS
+    assert _refused_at(capped + operator) == len(capped) + operator.index(operator.strip()[0])
+    below = HEAD + " OR T1.Make = 'General Motors'" * (MAX_REPEATS - 1)
+    assert _refused_at(below + operator) is None
+    reader = _reader()
+    assert reader.feed(capped + " LIKE 'G%'") and reader.can_end()  # NOT / IS / IN / LIKE ... go on
+
+
 def test_the_end_of_the_text_is_refused_too() -> None:
     reader = _reader()
     assert reader.feed("SELECT Model FROM car_names WHERE " + " OR ".join(["Make = 'a'"] * (MAX_REPEATS + 1)))
@@ -102,7 +114,7 @@ def test_a_greedy_repeat_loop_ends_and_the_query_can_finish(xgr_compiler: Any, c
     assert matcher.accept_text(" LIKE 'General%' ORDER BY T2.Model") and matcher.can_stop()
 
 
-@pytest.mark.parametrize("tail", ["", " ", " T1.Make = 'General Mot", " T1.Make = 'General Motors'"])
+@pytest.mark.parametrize("tail", ["", " ", " T1.Make = 'General Mot", " T1.Make = 'General Motors'"])  # the last: capped
 def test_the_mask_equals_token_by_token_reading_in_the_loop(xgr_compiler: Any, compiled: Any, tail: str) -> None:
     """Where a predicate was written MAX_REPEATS - 1 times and more, tokens are read one by
     one: the mask agrees with the reading (a key dropping a literal's text would not)."""
@@ -114,7 +126,8 @@ def test_the_mask_equals_token_by_token_reading_in_the_loop(xgr_compiler: Any, c
 
 
 @pytest.mark.parametrize("prefix", [
-    LOOP[: LOOP.index(" OR", len(HEAD) + 30 * MAX_REPEATS)],  # the last writing may not end
+    HEAD + "".join(f" {op} T1.Make = 'General Motors'"
+                   for op in (["OR", "AND"] * MAX_REPEATS)[:MAX_REPEATS]),  # the last writing may not end
     HEAD + "".join(" OR T1.Make = 'General Motors'" for _ in range(MAX_REPEATS - 2)),  # one to go
 ])
 def test_random_walks_in_the_loop_reach_no_dead_end(compiled: Any, prefix: str) -> None:
