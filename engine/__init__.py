@@ -21,6 +21,7 @@ from engine.types import (
     PromptTooLongError,
     SamplingOptions,
     TokenDelta,
+    UnsupportedRequestError,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "GenerationError",
     "GenerationRequest",
     "PromptTooLongError",
+    "UnsupportedRequestError",
     "RequestStats",
     "SamplingOptions",
     "SpecDecoder",

@@ -41,6 +41,8 @@ class RequestStats:
     draft_forwards: int = 0          # draft-model forwards spent proposing
     draft_strays: int = 0            # proposals a model drafter cut or ended at a grammar-refused token
     unmasked_steps: int = 0          # steps whose draft could not be grammar-masked, so none was kept (vLLM plugin)
+    closing_tokens: int = 0          # tokens of the closing written without sampling (close_within_max_tokens)
+    closing_searches: int = 0        # closings searched (grammars.closing) near max_tokens
     time_draft_s: float = 0.0
     time_target_s: float = 0.0
     time_mask_s: float = 0.0

@@ -32,6 +32,9 @@ class SamplingOptions:
     max_tokens: int = 256
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False
+    # a grammar's answer is closed within max_tokens (grammars.closing: near the end the engine
+    # writes a short valid ending instead of sampling; this changes the output law there)
+    close_within_max_tokens: bool = False
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -87,6 +90,14 @@ class PromptTooLongError(ValueError):
         )
         self.prompt_tokens = prompt_tokens
         self.max_model_len = max_model_len
+
+
+class UnsupportedRequestError(ValueError):
+    """A request option this engine does not serve (HTTP 400 naming the field `param`)."""
+
+    def __init__(self, message: str, *, param: str) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class EngineOverloadedError(RuntimeError):

@@ -8,7 +8,13 @@ app's generic 500 handler. Knows nothing of HTTP framing."""
 
 from __future__ import annotations
 
-from engine import EngineDeadError, EngineOverloadedError, GenerationError, PromptTooLongError
+from engine import (
+    EngineDeadError,
+    EngineOverloadedError,
+    GenerationError,
+    PromptTooLongError,
+    UnsupportedRequestError,
+)
 from engine.prompts import ChatTemplateError
 from gateway.errors import APIError
 from sampler import MaskDeadEndError
@@ -27,6 +33,8 @@ def to_api_error(
         return exc
     if isinstance(exc, ChatTemplateError):
         return APIError(str(exc), param=prompt_param)
+    if isinstance(exc, UnsupportedRequestError):
+        return APIError(str(exc), param=exc.param, code="unsupported_parameter")
     if isinstance(exc, PromptTooLongError):
         return APIError(str(exc), param=prompt_param, code="context_length_exceeded")
     if isinstance(exc, EngineOverloadedError):

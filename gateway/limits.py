@@ -77,6 +77,7 @@ def sampling_for_choices(
             max_tokens=max_tokens,
             stop=stop,
             ignore_eos=body.ignore_eos,
+            close_within_max_tokens=body.close_within_max_tokens,
         )
         for i in range(body.n)
     ]

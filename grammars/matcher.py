@@ -21,6 +21,9 @@ Contract (every backend):
   positions, straight into the verify's bitmask): they are passed over, not filled again,
   so a step's verify fills only the row after the last draft.
 - `validate(tokens)` is the longest acceptable prefix length; state unchanged.
+- `closing_moves()` / `closing_debt()` / `closing_valid()`: the texts grammars.closing tries
+  from here toward the grammar's end, its estimate of what is still owed, and whether an end
+  here is one to close on (a backend or wrapper that knows its grammar names better ones).
 - `fill_times` / `fill_masks_times` (grammars.fill_times) count the backend fills this
   matcher made per latency bucket: those of `fill_mask`, and each row of `fill_masks` (a
   wrapper filling through its inner matcher's `_fill` is counted once, by the wrapper). Pure
@@ -41,6 +44,9 @@ from grammars.fill_times import FillTimes
 from tokenmask import allow_only_
 
 _STOP = -1  # marker in the history for an accepted stop token
+# closers and fillers that end most structures (grammars.closing): a JSON value, a string,
+# an object or array, a bracket, a statement
+GENERIC_MOVES = ('"', "}", "]", ")", "0", "null", '""', ",", ":", "'", ";", " ")
 
 
 class Matcher(ABC):
@@ -78,6 +84,22 @@ class Matcher(ABC):
 
     def _jump_forward(self) -> str:
         return ""
+
+    def closing_moves(self) -> tuple[str, ...]:
+        """Short texts that may lead from here toward the grammar's end (grammars.closing
+        tries each, in this order): the grammar's forced text, then closers and fillers."""
+        forced = self.jump_forward_text()
+        return (forced, *GENERIC_MOVES) if forced else GENERIC_MOVES
+
+    def closing_valid(self) -> bool:
+        """Whether the text so far, ended here, is an answer grammars.closing may close on
+        (beyond `can_stop`: a check the grammar does not make; True where there is none)."""
+        return True
+
+    def closing_debt(self) -> int:
+        """An estimate of the moves still owed before the grammar may end (grammars.closing's
+        order; 0: none known)."""
+        return 0
 
     def whitespace_run(self) -> int | None:
         """The trailing whitespace run the backend's row depends on beside its grammar state
@@ -121,6 +143,10 @@ class Matcher(ABC):
                 backend_tokens += 1
         if backend_tokens:
             self._rollback(backend_tokens)
+
+    def encode(self, text: str) -> list[int]:
+        """The tokenizer's tokens for `text` (no special tokens)."""
+        return self._encode(text)
 
     def validate(self, tokens: Sequence[int]) -> int:
         accepted = 0

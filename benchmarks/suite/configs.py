@@ -26,7 +26,8 @@ cell group and sweep point (no case ever drafts from its own earlier run);
 Like the engine, the draft-model configurations draft from a prompt window (the first 4 and
 the last 64 prompt tokens, `engine.drafters.window`); `specgate-whole-prompt` is `specgate`
 whose draft reads the whole prompt (the A/B: a short draft prefill against what the draft
-loses of the prompt).
+loses of the prompt). `specgate-close` is `specgate` with `close_within_max_tokens` (near
+max_tokens a constrained answer is closed by grammars.closing: another output law there).
 Peers:
 - `hf-assisted`: HF transformers `generate(assistant_model=...)` under the same xgrammar
   grammar through a processor that follows input_ids (benchmarks.suite.hf_processor; xgrammar's
@@ -57,6 +58,7 @@ class TorchConfig:
     llama_draft: bool = False  # the draft model on llama.cpp kernels (its GGUF), the target as the bench's
     history: bool = True  # the engine's default history drafts (masked draft model only: engine.drafters.history)
     draft_window: int = 64  # the draft reads the first 4 and the last N prompt tokens (engine.drafters.window); 0: all
+    close: bool = False  # requests ask close_within_max_tokens (a constrained answer closed within max_tokens)
 
     @property
     def speculates(self) -> bool:
@@ -76,6 +78,7 @@ TORCH_CONFIGS: dict[str, TorchConfig] = {
     "specgate-nopc": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, prefix_cache=False),
     "specgate-no-history": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, history=False),
     "specgate-whole-prompt": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, draft_window=0),
+    "specgate-close": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, close=True),
     "specgate-llama-draft": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, llama_draft=True),
 }
 HF_CONFIGS = ("hf-assisted",)

@@ -58,6 +58,7 @@ class RequestRecord:
     worker_step_s: float | None = None  # vLLM: the worker's step time (execute_model + sample_tokens)
     repeat: int = 0  # pass over the cases (vLLM rows run the cases `vllm_repeats` times in one engine)
     first_draft_step: int | None = None  # torch: the step that first verified drafts (1 = the prefill step; 0 none)
+    closing_tokens: int | None = None  # torch: tokens a closing wrote (close_within_max_tokens; grammars.closing)
     pacing_record: str | None = None  # torch: the output-length record that paced the draft prefill ("": none)
 
     def as_dict(self) -> dict[str, Any]:

@@ -140,7 +140,8 @@ class TorchRunner:
             decoder = self.decoder(config_name, k, scope=scope)
             request = GenerationRequest(
                 case.case_id, self.prompt_ids(case),
-                SamplingOptions(temperature=temperature, max_tokens=max_tokens, seed=seed), grammar=grammar,
+                SamplingOptions(temperature=temperature, max_tokens=max_tokens, seed=seed,
+                                close_within_max_tokens=TORCH_CONFIGS[config_name].close), grammar=grammar,
             )
             seq = decoder.new_sequence(request)
             stats = seq.stats
@@ -179,7 +180,7 @@ class TorchRunner:
             record.steps = stats.steps
             for name in ("cached_tokens", "draft_tokens", "accepted_tokens", "forced_draft_tokens", "forced_accepted_tokens",
                          "region_drafts", "region_accepted", "draft_forwards", "draft_strays", "time_draft_s", "time_target_s", "time_mask_s",
-                         "time_sampler_s", "first_draft_step", "pacing_record"):
+                         "time_sampler_s", "first_draft_step", "pacing_record", "closing_tokens"):
                 setattr(record, name, getattr(stats, name))
             record.strays_early = strays_early
             record.finish_reason = seq.finish_reason

@@ -27,7 +27,10 @@ covers it; the draft's catch-up counts only the positions it really has to prefi
 
 Stops: grammar termination (the terminating token is the last one emitted: nothing after
 it, no bonus), a stop token without a grammar (unless `ignore_eos`), `max_tokens` (exact,
-even when a step emits several tokens), `max_model_len`. A target mask row allowing nothing
+even when a step emits several tokens), `max_model_len`. With `close_within_max_tokens`, within
+CLOSING_WINDOW tokens of the end, a step that could leave less room than the grammar's closing
+(grammars.closing) needs commits that closing instead (no forward; the answer ends valid, and
+the output law changes there); where no closing is found it samples on. A target mask row allowing nothing
 (a grammar dead end) finishes the sequence with `finish_reason = "dead_end"` and the output so
 far, never an unconstrained token, and is not recorded as an output length; a −1 placeholder never leaves this module
 (only the first num_accepted+1 outputs are read) and never reaches a model (the caches refuse it).
@@ -72,8 +75,12 @@ from engine.torch_engine.prefix_cache import PrefixCache
 from engine.torch_engine.sequence_state import SequenceState
 from engine.torch_engine.transform import RequestTransform
 from engine.types import GenerationError, GenerationRequest, PromptTooLongError
+from grammars.closing import closing_tokens
 from grammars.regions import RegionScanner, region_kind
 from sampler import MaskDeadEndError, allocate_token_bitmask, rejection_sample, sample_from_probs
+
+CLOSING_WINDOW = 32  # tokens before max_tokens (beyond the matcher's closing debt) from which a closing is searched
+CLOSING_MARGIN = 4  # room kept beyond a step's tokens and the closing: the closing may grow that step
 
 
 class SpecDecoder:
@@ -265,6 +272,22 @@ class SpecDecoder:
             return 0
         return limit if seq.adaptive is None else seq.adaptive.span_tokens(k=k, limit=limit)
 
+    def _closing(self, seq: SequenceState, *, emits: int) -> list[int] | None:
+        """With `close_within_max_tokens`, within CLOSING_WINDOW tokens of the end (more by
+        what the matcher estimates its closing owes, `Matcher.closing_debt`): the
+        grammar's closing (grammars.closing) where a step emitting up to `emits` tokens could
+        leave too little room for it; None: sample on (no closing found: the search runs
+        again next step)."""
+        room = self._room(seq)
+        if (seq.matcher is None or not seq.request.sampling.close_within_max_tokens
+                or room > CLOSING_WINDOW + seq.matcher.closing_debt()):
+            return None
+        seq.stats.closing_searches += 1
+        closing = closing_tokens(seq.matcher, budget=room)
+        if closing is None or len(closing) + emits + CLOSING_MARGIN < room:
+            return None
+        return closing
+
     def _room(self, seq: SequenceState) -> int:
         """Tokens the sequence may still emit (max_tokens, then the context length)."""
         return min(seq.request.sampling.max_tokens - len(seq.output_ids), self.max_model_len - len(seq.tokens))
@@ -305,6 +328,13 @@ class SpecDecoder:
         stats = seq.stats
         k = max(0, min(k, self._room(seq) - 1, seq.bitmask.shape[0] - 1))
         span = self.choose_span(seq, k=k) if span is None else max(0, min(span, self.choose_span(seq, k=k)))
+        closing = self._closing(seq, emits=k + span + 1)
+        if closing is not None:
+            committed = self._commit(seq, closing)
+            stats.closing_tokens += len(committed)
+            if seq.finished:
+                self.record_finished(seq)
+            return committed
 
         t0 = time.perf_counter()
         if k > 0:

@@ -52,6 +52,7 @@ from engine.types import (
     GenerationRequest,
     PromptTooLongError,
     TokenDelta,
+    UnsupportedRequestError,
 )
 from engine.vllm.params import sampling_params_for, speculative_config_for
 
@@ -246,6 +247,9 @@ class VllmEngine:
             raise EngineDeadError(dead)
         if self.overloaded:
             raise EngineOverloadedError(f"engine busy ({len(self._live)} requests in flight)")
+        if request.sampling.close_within_max_tokens:
+            raise UnsupportedRequestError("close_within_max_tokens is served by the torch engine only",
+                                          param="close_within_max_tokens")
         params = sampling_params_for(request, stop_token_ids=self.stop_token_ids)
         stats = RequestStats(prompt_tokens=len(request.prompt_token_ids))
         start = time.perf_counter()

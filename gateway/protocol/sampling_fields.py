@@ -41,6 +41,9 @@ class SamplingFields(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False
+    # specgate extension: a constrained answer is closed, valid, within max_tokens (changes the
+    # output law in the last tokens; engine.torch_engine.decoder)
+    close_within_max_tokens: bool = False
 
     # structured output (validated and compiled by `grammars`)
     response_format: dict[str, Any] | None = None

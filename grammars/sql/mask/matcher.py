@@ -63,14 +63,22 @@ import numpy as np
 import torch
 
 from grammars.matcher import Matcher
+from grammars.sql.check import check_sql
 from grammars.sql.mask.literal_rows import LiteralRows
 from grammars.sql.mask.punct import checked_kinds, known_names, punctuation_verdicts
 from grammars.sql.mask.vocab import BIG_KINDS, SqlVocab, opaque_shape, pack_ids, reading_shape
-from grammars.sql.scope import MAX_NUMBER, Hashed, SqlSchema, SqlScope
+from grammars.sql.scope import MAX_NUMBER, Hashed, SqlSchema, SqlScope, _Scope
 
 _KEEPS = 512  # distinct `keep` rows a vocabulary keeps (~19 KB each on Qwen2.5)
 _TABLES = 256  # signature tables a compiled grammar keeps (~38 KB each on a 152k vocabulary, `keep` shared)
 _CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]"}  # literal mode -> the character that closes it
+# grammars.closing's moves after the names (ScopedSqlMatcher.closing_moves): what ends a
+# call, a CASE, a SELECT core, a clause, an operand
+_SQL_MOVES = (")", ".", " FROM", " END", " 1", " AS", " REAL", " THEN 1", " ELSE 1", " BY 1", " NULL", " AND 1", "1",
+              " ON 1", "(1)", " JOIN", ",")
+# of a qualifier's binding (JOIN, a table, AS: closing_debt), what the FROM slot shows written
+_ITEM_WRITTEN = {"table": 1, "after_table": 2, "after_as": 3}
+_CLOSING_NAMES = 8  # names a closing move may write at one state (the shortest)
 
 
 class ScopedSqlMatcher(Matcher):
@@ -89,6 +97,8 @@ class ScopedSqlMatcher(Matcher):
         self._unknown = np.empty(vocab.num_words, dtype=np.uint32)  # a fill's undecided tokens
         self._index = _rest_index(vocab)
         self._none = self._index.none  # one per vocabulary: `_keep`'s memo keys on it
+        self._name_lengths: dict[str, int] = {}  # closing_debt's: tokens per qualifier
+        self._tables = {table: sorted(columns) for table, columns in schema.columns.items()}  # closing_valid's
         # the grammar's row copied along a literal (None: the inner matcher's row depends on
         # state it does not report)
         self._literal_rows = (LiteralRows(schema.tables | schema.all_columns, words=vocab.num_words)
@@ -136,6 +146,84 @@ class ScopedSqlMatcher(Matcher):
 
     def _jump_forward(self) -> str:
         return ""  # the grammar's forced text may break a scope rule; propose none
+
+    def closing_moves(self) -> tuple[str, ...]:
+        """grammars.closing's moves here: the closer of the literal or quoted name open; or
+        the completions of the word being typed and a space that ends it; or the names that
+        may come (the qualifiers FROM must bind first, then the tables that fit them or hold
+        a bare column, then the shortest); then SQL's closers and fillers."""
+        state = self._states[-1]
+        if state.mode:
+            return (_CLOSERS[state.mode],)
+        typed = state.word.lower()
+        names = state.word_set_at_start if typed else state.word_set()
+        scope = state.scopes[-1] if state.scopes else None
+        in_from = scope is not None and scope.clause == "from"
+        if names is None and in_from:
+            names = state.schema.table_words  # where FROM takes any table (or an alias)
+        fitting = [] if names is None else sorted((n for n in names if n.startswith(typed)), key=lambda n: (len(n), n))
+        if in_from and scope is not None:  # the qualifiers FROM must bind, and the tables that fit them first
+            unbound = sorted(q for q in scope.refs if q not in scope.bound)
+            fits = {t for t in fitting if any(scope.refs[q] <= state.schema.columns_of(t) for q in unbound)
+                    or scope.bare & state.schema.columns_of(t)}  # or holds a bare column of the select list
+            fitting = ([q for q in unbound if q.startswith(typed)] + [t for t in fitting if t in fits]
+                       + [t for t in fitting if t not in fits])
+        fitting = fitting[:_CLOSING_NAMES]
+        if typed:
+            return (*(n[len(typed):] for n in fitting if len(n) > len(typed)), " ", *self._derived_moves(state),
+                    *_SQL_MOVES)
+        lead = "" if state.qual is not None else " "  # `Q.col`: the column right after the point
+        return (*(lead + n for n in fitting), *self._derived_moves(state), *_SQL_MOVES)
+
+    @staticmethod
+    def _derived_moves(state: SqlScope) -> list[str]:
+        """In FROM, a bare column of the select list that no table bound holds, joined in
+        alone from a table holding it (`JOIN (SELECT c FROM t)`): a table itself could make
+        another bare column ambiguous."""
+        schema = state.schema
+        moves = []
+        for column in ScopedSqlMatcher._uncovered(state, state.scopes[-1] if state.scopes else None)[:2]:
+            tables = sorted(t for t in schema.table_words if column in schema.columns_of(t))[:2]
+            moves += [f" JOIN (SELECT {column} FROM {table})" for table in tables]
+        return moves
+
+    def closing_valid(self) -> bool:
+        """sqlite compiles the query against the schema (grammars.sql.check): the scope
+        layer does not judge everything (aggregate misuse, some ambiguity)."""
+        text = "".join(self.vocab.text[token] for token in self._history if token >= 0)
+        return check_sql(text, self._tables).valid
+
+    def closing_debt(self) -> int:
+        """Open brackets and CASEs, a literal or `Q.` open, an operand expected, a FROM per
+        SELECT still before it (two), per qualifier FROM must bind a JOIN, a table, AS and its
+        tokens (less what the FROM item being read has written of them), and per bare column
+        no table in FROM holds the join that brings it (eight)."""
+        state = self._states[-1]
+        debt = len(state.parens) + len(state.cases) + bool(state.mode) + bool(state.qual) + state.operand
+        typed = state.word.lower()  # a qualifier typed in an alias slot: bound at its end
+        for scope in state.scopes:
+            unbound = [qual for qual in scope.refs if qual not in scope.bound and qual != typed]
+            debt += 2 * (scope.clause == "select") + sum(3 + self._name_tokens(qual) for qual in unbound)
+            if unbound and scope.clause == "from":
+                debt -= _ITEM_WRITTEN.get(scope.slot, 0)
+        return debt + 8 * sum(len(self._uncovered(state, scope)) for scope in state.scopes)
+
+    @staticmethod
+    def _uncovered(state: SqlScope, scope: _Scope | None) -> list[str]:
+        """In the FROM (or an ON) of `scope`, the bare columns of its select list that no
+        table bound there holds (none where a subquery whose result is unknown is bound)."""
+        if scope is None or scope.clause not in ("from", "on") or not scope.bare or None in scope.bound.values():
+            return []
+        held = frozenset().union(*(state.schema.columns_of(t) for t in scope.bound.values()))
+        return sorted(scope.bare - held)
+
+    def _name_tokens(self, name: str) -> int:
+        count = self._name_lengths.get(name)
+        if count is None:
+            if len(self._name_lengths) > 4096:
+                self._name_lengths.clear()
+            count = self._name_lengths[name] = len(self._encode(" " + name))
+        return count
 
     def forget(self) -> None:
         """Drop the signature tables of this matcher's grammar (all its matchers share
