@@ -276,6 +276,7 @@ def summarize(records: list[dict[str, Any]], configs: tuple[str, ...]) -> list[d
                 "scope": scope, "config": name, "n": n,
                 "run": sum(r["runs"] for r in rs) / n, "exec_acc": sum(r["correct"] for r in rs) / n,
                 "dead_ends": sum(r["dead_end"] for r in rs), "runaways": sum(r["runaway"] for r in rs),
+                "closed": sum(bool(r.get("closing_tokens")) for r in rs),
                 "errors": sum(r["error"] is not None for r in rs),
                 "acceptance": accepted / drafted if drafted else None,
                 "tokens_per_step": tokens / max(1, sum(r["steps"] for r in rs)),
@@ -318,10 +319,10 @@ def markdown(doc: dict[str, Any]) -> str:
                   f"questions, {m['first_seen']} of them the first on their database. Wall time {m['wall_s']:.0f} s.",
                   ""]
         lines += [f"Forward costs: {line}" for line in m.get("costs", [])] + [""]
-        header = ("| scope | arm/config | n | run | exec acc | dead ends | runaways | acceptance | tok/step | "
+        header = ("| scope | arm/config | n | run | exec acc | dead ends | runaways | closed | acceptance | tok/step | "
                   "speed-up e2e | speed-up decode | = no-spec | drafted from 1st decode step | paced by "
                   "(exact/family/kind/none) |")
-        rule = "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        rule = "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
         def table(keep: Any) -> list[str]:
             out = [header, rule]
@@ -330,7 +331,7 @@ def markdown(doc: dict[str, Any]) -> str:
                     paced = r["paced_by"]
                     paced_text = "/".join(str(paced[k]) for k in ("exact", "family", "kind", "none")) if paced else "—"
                     out.append(f"| {r['scope']} | {r['config']} | {r['n']} | {_f(r['run'])} | {_f(r['exec_acc'])} | "
-                               f"{r['dead_ends']} | {r['runaways']} | {_f(r['acceptance'])} | "
+                               f"{r['dead_ends']} | {r['runaways']} | {r.get('closed', 0)} | {_f(r['acceptance'])} | "
                                f"{_f(r['tokens_per_step'])} | {_f(r['speedup'])} | {_f(r['decode_speedup'])} | "
                                f"{_f(r['same_as_no_spec'])} | {_f(r['drafted_from_first_decode_step'])} | "
                                f"{paced_text} |")
@@ -343,7 +344,8 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["", "Columns: run = share of answers sqlite compiles against the schema (grammars.sql.check); exec "
                   "acc = share whose results equal the gold query's on every filled database; dead ends = requests "
                   "where the grammar allowed no token (an error, counted; exec acc counts them wrong); runaways = "
-                  "answers stopped by max_tokens; tok/step = completion tokens per target forward; speed-up e2e = "
+                  "answers stopped by max_tokens; closed = answers a closing ended (close_within_max_tokens, "
+                  "grammars.closing); tok/step = completion tokens per target forward; speed-up e2e = "
                   "the same arm's no-spec latency over this configuration's, summed over the same questions "
                   "(prefill included); decode = steps after the first; = no-spec: identical text; drafted from 1st "
                   "decode step = share of requests whose draft model drafted at step 2 (step 1 is the target's "
