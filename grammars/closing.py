@@ -8,8 +8,9 @@ stop token last), or None where it found none within `max_states` states. The ma
 is unchanged afterwards.
 
 The search is best first, on the tokens written plus `WEIGHT` times the matcher's estimate of
-what is still owed (`Matcher.closing_debt()`: open brackets, clauses, names; 0 where the
-matcher has none, which makes it uniform cost); two paths writing the same text are one state.
+what is still owed (`Matcher.closing_debt()`: open brackets, clauses, names); where the matcher
+makes no estimate, depth first with its moves in their order (closers first); two paths
+writing the same text are one state.
 It is a bounded search over a small alphabet, not a proof: None does not mean no closing
 exists, and the sequence found is short, not always the shortest.
 
@@ -35,6 +36,7 @@ def closing_tokens(matcher: Matcher, *, budget: int, max_states: int = MAX_STATE
     stop = matcher.stop_token_ids[0]
     encoded: dict[str, list[int]] = {}
     space = matcher.encode(" ")
+    guided = type(matcher).closing_debt is not Matcher.closing_debt  # else depth first, moves in order
     frontier: list[tuple[int, int, int, str, tuple[int, ...]]] = [(0, 0, 0, "", ())]  # (order, tokens, serial, text, ids)
     seen = {""}
     serial = 0
@@ -71,8 +73,8 @@ def closing_tokens(matcher: Matcher, *, budget: int, max_states: int = MAX_STATE
                     seen.add(child)
                     serial -= 1  # among equals, the newest first: depth first on a plateau of debt
                     cost = written + len(tokens)
-                    heapq.heappush(frontier, (cost + WEIGHT * matcher.closing_debt(), cost, serial, child,
-                                              (*ids, *tokens)))
+                    order = cost + WEIGHT * matcher.closing_debt() if guided else -cost
+                    heapq.heappush(frontier, (order, cost, serial, child, (*ids, *tokens)))
                 matcher.rollback(taken)
         finally:
             matcher.rollback(advanced)

@@ -2,7 +2,8 @@
 
 `usage()` folds per-choice engine statistics into `CompletionUsage` plus the specgate
 extension `usage.speculative = {proposed_tokens, draft_tokens (verified), accepted_tokens,
-acceptance_rate (accepted / proposed), steps}`;
+acceptance_rate (accepted / proposed), steps}` and `usage.closing_tokens` (the tokens a closing
+wrote under `close_within_max_tokens`, summed over the choices);
 with a `prediction`, `completion_tokens_details.accepted_prediction_tokens` /
 `rejected_prediction_tokens` count the predicted drafts (grammar-forced drafts excluded)
 that were accepted / rejected; `prompt_tokens_details.cached_tokens` counts the prompt tokens
@@ -65,6 +66,7 @@ class StatsLike(Protocol):
     forced_accepted_tokens: int
     steps: int
     unmasked_steps: int
+    closing_tokens: int
     region_drafts: dict[str, int]
     region_accepted: dict[str, int]
 
@@ -97,6 +99,7 @@ def usage(
         "total_tokens": prompt_tokens + completion,
         "completion_tokens_details": details,
         "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "closing_tokens": sum(s.closing_tokens for s in stats),
         "speculative": {
             "proposed_tokens": proposed,
             "draft_tokens": drafted,

@@ -93,3 +93,22 @@ def test_completions_carry_the_same_sql_verdict(http: Any, openapi: Any, model_i
     assert r.status_code == 400 and r.json()["error"]["param"] == "structured_outputs.sql.on_invalid"
     plain = http.post("/v1/completions", json={k: v for k, v in body.items() if k != "structured_outputs"})
     assert plain.status_code == 200 and "sql" not in plain.json()["choices"][0]
+
+
+def test_close_within_max_tokens_ends_the_answers_on_sql_that_runs(http: Any, model_id: str) -> None:
+    """The random model wanders; with the option the answers end on the grammar's stop within
+    max_tokens on a query sqlite compiles, the closing counted in `usage.closing_tokens`."""
+    closed = 0
+    for seed in range(3):
+        body = {**_body(model_id), "temperature": 1.0, "seed": seed, "close_within_max_tokens": True}
+        r = http.post("/v1/chat/completions", json=body)
+        assert r.status_code == 200, r.text
+        data = r.json()
+        choice = data["choices"][0]
+        assert data["usage"]["completion_tokens"] <= 40
+        if choice["finish_reason"] == "stop" and "`" not in choice["message"]["content"]:
+            assert choice["sql"]["valid"] and _sqlite_runs(choice["message"]["content"]), choice
+        closed += data["usage"]["closing_tokens"] > 0
+    assert closed >= 1
+    r = http.post("/v1/chat/completions", json={**_body(model_id), "close_within_max_tokens": "yes"})
+    assert r.status_code == 400 and "close_within_max_tokens" in r.text

@@ -1,4 +1,5 @@
-"""`usage()`: prediction counts exclude grammar-forced drafts; speculative figures add up."""
+"""`usage()`: prediction counts exclude grammar-forced drafts; speculative figures add up; the
+closing count; an engine's unsupported option maps to a 400."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ def test_prediction_usage_excludes_forced_drafts() -> None:
         "regions": {"forced": {"draft_tokens": 3, "accepted_tokens": 3},
                     "string": {"draft_tokens": 7, "accepted_tokens": 5}},
     }
+    assert with_prediction["closing_tokens"] == 0
+    stats.closing_tokens = 6
+    assert usage([stats, stats], prompt_tokens=5)["closing_tokens"] == 12
     plain = usage([stats], prompt_tokens=5)["completion_tokens_details"]
     assert plain["accepted_prediction_tokens"] == plain["rejected_prediction_tokens"] == 0
 
@@ -43,3 +47,13 @@ def test_cached_tokens_are_the_fewest_over_choices_and_bounded_by_the_prompt() -
     assert usage([a, b], prompt_tokens=40)["prompt_tokens_details"]["cached_tokens"] == 16
     assert usage([a], prompt_tokens=20)["prompt_tokens_details"]["cached_tokens"] == 20
     assert usage([], prompt_tokens=20)["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+def test_an_option_the_engine_does_not_serve_is_a_400_naming_it() -> None:
+    from engine import UnsupportedRequestError
+    from gateway.engine_errors import to_api_error
+
+    error = to_api_error(UnsupportedRequestError("close_within_max_tokens is served by the torch engine only",
+                                                 param="close_within_max_tokens"),
+                         retry_after_s=1, prompt_param="messages")
+    assert error is not None and error.status_code == 400 and error.param == "close_within_max_tokens"

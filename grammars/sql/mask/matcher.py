@@ -212,8 +212,9 @@ class ScopedSqlMatcher(Matcher):
     def _uncovered(state: SqlScope, scope: _Scope | None) -> list[str]:
         """In the FROM (or an ON) of `scope`, the bare columns of its select list that no
         table bound there holds (none where a subquery whose result is unknown is bound)."""
-        if scope is None or scope.clause not in ("from", "on") or not scope.bare or None in scope.bound.values():
-            return []
+        if (scope is None or scope.clause not in ("from", "on") or not scope.bare or not scope.bound
+                or None in scope.bound.values()):
+            return []  # (before FROM's first table, its table slot offers those that hold them)
         held = frozenset().union(*(state.schema.columns_of(t) for t in scope.bound.values()))
         return sorted(scope.bare - held)
 
