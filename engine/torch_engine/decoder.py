@@ -28,10 +28,12 @@ covers it; the draft's catch-up counts only the positions it really has to prefi
 Stops: grammar termination (the terminating token is the last one emitted: nothing after
 it, no bonus), a stop token without a grammar (unless `ignore_eos`), `max_tokens` (exact,
 even when a step emits several tokens), `max_model_len`. With `close_within_max_tokens`, within
-CLOSING_WINDOW tokens of the end, a step that could leave less room than the grammar's closing
-(grammars.closing) needs commits that closing instead (no forward; the answer ends valid, and
-the output law changes there); where no closing is found it samples on. A target mask row allowing nothing
-(a grammar dead end) finishes the sequence with `finish_reason = "dead_end"` and the output so
+CLOSING_WINDOW tokens of the end each step searches the grammar's closing (grammars.closing):
+the step's drafts are cut to half the room the closing leaves (what a step writes may lengthen
+the closing by as much again), and where not even one token fits, the closing is committed
+instead (no forward; the answer ends valid, and the output law changes there); where no
+closing is found it samples on. A target mask row allowing nothing (a grammar dead end)
+finishes the sequence with `finish_reason = "dead_end"` and the output so
 far, never an unconstrained token, and is not recorded as an output length; a −1 placeholder never leaves this module
 (only the first num_accepted+1 outputs are read) and never reaches a model (the caches refuse it).
 
@@ -272,21 +274,17 @@ class SpecDecoder:
             return 0
         return limit if seq.adaptive is None else seq.adaptive.span_tokens(k=k, limit=limit)
 
-    def _closing(self, seq: SequenceState, *, emits: int) -> list[int] | None:
+    def _closing(self, seq: SequenceState) -> list[int] | None:
         """With `close_within_max_tokens`, within CLOSING_WINDOW tokens of the end (more by
-        what the matcher estimates its closing owes, `Matcher.closing_debt`): the
-        grammar's closing (grammars.closing) where a step emitting up to `emits` tokens could
-        leave too little room for it; None: sample on (no closing found: the search runs
-        again next step)."""
+        what the matcher estimates its closing owes, `Matcher.closing_debt`): the grammar's
+        closing from here (grammars.closing); None: sample on (outside the window, or no
+        closing found: the search runs again next step)."""
         room = self._room(seq)
         if (seq.matcher is None or not seq.request.sampling.close_within_max_tokens
                 or room > CLOSING_WINDOW + seq.matcher.closing_debt()):
             return None
         seq.stats.closing_searches += 1
-        closing = closing_tokens(seq.matcher, budget=room)
-        if closing is None or len(closing) + emits + CLOSING_MARGIN < room:
-            return None
-        return closing
+        return closing_tokens(seq.matcher, budget=room)
 
     def _room(self, seq: SequenceState) -> int:
         """Tokens the sequence may still emit (max_tokens, then the context length)."""
@@ -328,13 +326,18 @@ class SpecDecoder:
         stats = seq.stats
         k = max(0, min(k, self._room(seq) - 1, seq.bitmask.shape[0] - 1))
         span = self.choose_span(seq, k=k) if span is None else max(0, min(span, self.choose_span(seq, k=k)))
-        closing = self._closing(seq, emits=k + span + 1)
-        if closing is not None:
-            committed = self._commit(seq, closing)
-            stats.closing_tokens += len(committed)
-            if seq.finished:
-                self.record_finished(seq)
-            return committed
+        closing = self._closing(seq)
+        if closing is not None:  # the step may emit what leaves room for the closing, else the closing comes now
+            # half the spare room: each token written may lengthen the closing by about one more
+            spare = (self._room(seq) - len(closing) - CLOSING_MARGIN) // 2
+            if spare < 1:
+                committed = self._commit(seq, closing)
+                stats.closing_tokens += len(committed)
+                if seq.finished:
+                    self.record_finished(seq)
+                return committed
+            k = min(k, spare - 1)
+            span = min(span, spare - 1 - k)
 
         t0 = time.perf_counter()
         if k > 0:

