@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     for name, key in (("out", "out"), ("md", "md_out"), ("cases", "num_cases"), ("max_tokens", "max_tokens"),
                       ("k", "k"), ("temperature", "temperature"), ("target", "target"), ("draft", "draft"),
-                      ("dtype", "dtype"), ("kernels", "kernels"), ("draft_kernels", "draft_kernels"), ("onednn", "onednn"), ("data_dir", "data_dir"), ("threads", "num_threads"),
+                      ("dtype", "dtype"), ("kernels", "kernels"), ("draft_kernels", "draft_kernels"), ("onednn", "onednn"), ("draft_window", "draft_window"), ("data_dir", "data_dir"), ("threads", "num_threads"),
                       ("sweep_cases", "sweep_cases"), ("seed", "seed"), ("vllm_cases", "vllm_cases"),
                       ("vllm_repeats", "vllm_repeats")):
         value = getattr(args, name)
@@ -84,6 +84,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-onednn", dest="onednn", action="store_false", default=None,
                    help="turn torch's oneDNN off: with ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 "
                         "ONEDNN_MAX_CPU_ISA=AVX2 in the environment, the torch path of an AVX2-only CPU")
+    p.add_argument("--draft-window", type=int, default=None,
+                   help="the draft reads the first 4 and the last N prompt tokens (default: the engine's, 64; "
+                        "0: the whole prompt; specgate-whole-prompt always reads it all)")
     p.add_argument("--data-dir", default=None, help="shared data directory (default ../shared/data)")
     p.add_argument("--threads", type=int, default=None, help="torch threads")
     p.add_argument("--seed", type=int, default=None)

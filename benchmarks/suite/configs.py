@@ -24,7 +24,7 @@ The masked draft-model configurations draft from history as the engine does by d
 cell group and sweep point (no case ever drafts from its own earlier run);
 `specgate-no-history` is `specgate` without it (the A/B).
 Like the engine, the draft-model configurations draft from a prompt window (the first 4 and
-the last 64 prompt tokens, `engine.drafters.window`); `specgate-whole-prompt` is `specgate`
+the last 64 prompt tokens by default, `--draft-window`, `engine.drafters.window`); `specgate-whole-prompt` is `specgate`
 whose draft reads the whole prompt (the A/B: a short draft prefill against what the draft
 loses of the prompt). `specgate-close` is `specgate` with `close_within_max_tokens` (near
 max_tokens a constrained answer is closed by grammars.closing: another output law there).
@@ -57,7 +57,7 @@ class TorchConfig:
     prefix_cache: bool = True  # the engine's default automatic prefix cache (engine.torch_engine.prefix_cache)
     llama_draft: bool = False  # the draft model on llama.cpp kernels (its GGUF), the target as the bench's
     history: bool = True  # the engine's default history drafts (masked draft model only: engine.drafters.history)
-    draft_window: int = 64  # the draft reads the first 4 and the last N prompt tokens (engine.drafters.window); 0: all
+    whole_prompt: bool = False  # the draft reads the whole prompt, not the bench's window (engine.drafters.window)
     close: bool = False  # requests ask close_within_max_tokens (a constrained answer closed within max_tokens)
 
     @property
@@ -77,7 +77,7 @@ TORCH_CONFIGS: dict[str, TorchConfig] = {
     "no-spec-nopc": TorchConfig(drafter="none", prefix_cache=False),
     "specgate-nopc": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, prefix_cache=False),
     "specgate-no-history": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, history=False),
-    "specgate-whole-prompt": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, draft_window=0),
+    "specgate-whole-prompt": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, whole_prompt=True),
     "specgate-close": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, close=True),
     "specgate-llama-draft": TorchConfig(drafter="model", draft_mask=True, adaptive_k=True, llama_draft=True),
 }

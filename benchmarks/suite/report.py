@@ -65,7 +65,9 @@ def markdown(document: dict[str, Any]) -> str:
         "# specgate bench",
         "",
         f"Target `{settings.get('target')}`, draft `{settings.get('draft')}`, {settings.get('dtype')}, "
-        f"K={settings.get('k')}, T={settings.get('temperature')}, {settings.get('num_cases')} requests per cell, "
+        f"K={settings.get('k')}, T={settings.get('temperature')}, "
+        f"draft window {settings.get('draft_window') if settings.get('draft_window') is not None else 'default'}, "
+        f"{settings.get('num_cases')} requests per cell, "
         f"max_tokens={settings.get('max_tokens')}, machine: {document.get('machine', {}).get('cpu_count')} CPUs "
         f"(torch threads {document.get('machine', {}).get('torch_threads')}). Mode: "
         f"{'quick' if settings.get('quick') else 'full'}. " + _vllm_scope(settings) + _wall(document),

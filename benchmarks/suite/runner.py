@@ -45,6 +45,7 @@ class BenchSettings:
     kernels: str = "auto"  # as `specgate serve`: engine.torch_engine.kernels.choose_kernels
     draft_kernels: str = "auto"  # as `specgate serve`: engine.torch_engine.kernels.choose_draft_kernels
     onednn: bool = True  # False: torch's oneDNN off (with the AVX2 caps in the env: an AVX2-only CPU's torch path)
+    draft_window: int | None = None  # the draft's prompt window (engine.drafters.window; None: the engine's default)
     workloads: tuple[str, ...] = ("json", "tools", "sql", "chat")
     configs: tuple[str, ...] = tuple(c for c in CONFIGS if c not in ("forced-only", "specgate-fixed-k"))
     variant_workloads: tuple[str, ...] = VARIANT_WORKLOADS
@@ -154,7 +155,8 @@ class Bench:
         draft = load(settings.draft, self.draft_kernels)[0] if needs_draft else None
         log(f"loaded {settings.target} + {settings.draft if draft is not None else 'no draft'} "
             f"in {time.perf_counter() - start:.1f}s")
-        self.runner = TorchRunner(target_model=target, draft_model=draft, tokenizer=tokenizer)
+        self.runner = TorchRunner(target_model=target, draft_model=draft, tokenizer=tokenizer,
+                                  draft_window=settings.draft_window)
         k_max = max(settings.k, *settings.k_sweep)
         self.costs = cost_model.load_or_measure(target, draft, k_max=k_max, target_name=settings.target,
                                                 draft_name=settings.draft if draft is not None else None)

@@ -23,13 +23,16 @@ from engine.torch_engine.kv_cache import common_prefix_length
 
 
 class TorchRunner:
-    def __init__(self, *, target_model: Any, draft_model: Any | None, tokenizer: Any) -> None:
+    def __init__(self, *, target_model: Any, draft_model: Any | None, tokenizer: Any,
+                 draft_window: int | None = None) -> None:
         from engine.loader import model_stop_token_ids
         from engine.torch_engine.kv_cache import logits_width
 
         self.target_model = target_model
         self.draft_model = draft_model
         self.tokenizer = tokenizer
+        # the draft's prompt window (engine.drafters.window; None: the engine's default, 0: the whole prompt)
+        self.draft_window = draft_window
         self.logits_width = logits_width(target_model)
         self.stop_ids = model_stop_token_ids(target_model, tokenizer)
         self._compilers: dict[int, Any] = {}
@@ -93,7 +96,8 @@ class TorchRunner:
                     adaptive_k=config.adaptive_k and costs is not None,
                     prefix_cache_mib=EngineConfig.prefix_cache_mib if config.prefix_cache else 0,
                     history_tokens=EngineConfig.history_tokens if config.history else 0,
-                    draft_window=config.draft_window,
+                    draft_window=0 if config.whole_prompt else (
+                        EngineConfig.draft_window if self.draft_window is None else self.draft_window),
                 ),
                 costs=costs,
             )
