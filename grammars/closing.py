@@ -9,8 +9,10 @@ is unchanged afterwards.
 
 The search is best first, on the tokens written plus `WEIGHT` times the matcher's estimate of
 what is still owed (`Matcher.closing_debt()`: open brackets, clauses, names); where the matcher
-makes no estimate, depth first with its moves in their order (closers first); two paths
-writing the same text are one state.
+makes no estimate, depth first with its moves in their order (closers first), then fewest
+tokens first within one token less than what that found (a fifth of the states) (a shorter one where the states
+allow: depth first may open a string to close an array); two paths writing the same text
+are one state.
 It is a bounded search over a small alphabet, not a proof: None does not mean no closing
 exists, and the sequence found is short, not always the shortest.
 
@@ -25,6 +27,7 @@ from grammars.matcher import Matcher
 
 WEIGHT = 2  # tokens one unit of debt is worth in the search's order
 MAX_STATES = 1500  # states expanded before the search gives up (~0.5 s on a SQL grammar)
+SHORTER_SHARE = 5  # the search for a shorter closing than depth first's expands MAX_STATES / this
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -33,11 +36,22 @@ def closing_tokens(matcher: Matcher, *, budget: int, max_states: int = MAX_STATE
         return []
     if not matcher.stop_token_ids or budget < 1:
         return None
+    if type(matcher).closing_debt is not Matcher.closing_debt:
+        return _search(matcher, budget=budget, max_states=max_states, order="debt")
+    found = _search(matcher, budget=budget, max_states=max_states, order="depth")
+    if found is None or len(found) <= 2:
+        return found
+    shorter = _search(matcher, budget=len(found) - 1, max_states=max_states // SHORTER_SHARE, order="tokens")
+    return found if shorter is None else shorter
+
+
+def _search(matcher: Matcher, *, budget: int, max_states: int, order: str) -> list[int] | None:
+    """One bounded search; `order`: "debt" (tokens + WEIGHT x closing_debt), "depth"
+    (deepest first, moves in order) or "tokens" (fewest tokens first)."""
     stop = matcher.stop_token_ids[0]
     encoded: dict[str, list[int]] = {}
     space = matcher.encode(" ")
-    guided = type(matcher).closing_debt is not Matcher.closing_debt  # else depth first, moves in order
-    frontier: list[tuple[int, int, int, str, tuple[int, ...]]] = [(0, 0, 0, "", ())]  # (order, tokens, serial, text, ids)
+    frontier: list[tuple[int, int, int, str, tuple[int, ...]]] = [(0, 0, 0, "", ())]  # (rank, tokens, serial, text, ids)
     seen = {""}
     serial = 0
     for _ in range(max_states):
@@ -73,8 +87,9 @@ def closing_tokens(matcher: Matcher, *, budget: int, max_states: int = MAX_STATE
                     seen.add(child)
                     serial -= 1  # among equals, the newest first: depth first on a plateau of debt
                     cost = written + len(tokens)
-                    order = cost + WEIGHT * matcher.closing_debt() if guided else -cost
-                    heapq.heappush(frontier, (order, cost, serial, child, (*ids, *tokens)))
+                    rank = (cost + WEIGHT * matcher.closing_debt() if order == "debt"
+                            else -cost if order == "depth" else cost)
+                    heapq.heappush(frontier, (rank, cost, serial, child, (*ids, *tokens)))
                 matcher.rollback(taken)
         finally:
             matcher.rollback(advanced)

@@ -46,7 +46,7 @@ from tokenmask import allow_only_
 _STOP = -1  # marker in the history for an accepted stop token
 # closers and fillers that end most structures (grammars.closing): a JSON value, a string,
 # an object or array, a bracket, a statement
-GENERIC_MOVES = ('"', "}", "]", ")", "0", "null", '""', ",", ":", "'", ";", " ")
+GENERIC_MOVES = ('"', "}", "]", ")", "0", "null", '""', "[]", "{}", ",", ":", "'", ";", " ", "[", "{")
 
 
 class Matcher(ABC):

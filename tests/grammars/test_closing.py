@@ -93,3 +93,22 @@ def test_a_schema_object_closes_through_the_grammars_forced_text(xgr_compiler: A
     assert closing is not None
     value = json.loads(prefix + qwen_tokenizer.decode(closing[:-1]))
     assert value["a"] == "hel" and isinstance(value["b"], int)
+
+
+def test_a_required_array_closes_empty_and_an_open_array_closes_shortest(xgr_compiler: Any,
+                                                                        qwen_tokenizer: Any) -> None:
+    # a required array value closes as `[]` (not through a run of whitespace the budget cannot
+    # hold), and an open array closes at once rather than through a new string element
+    schema = {"type": "object", "properties": {"name": {"type": "string"},
+                                               "hobbies": {"type": "array", "items": {"type": "string"}}},
+              "required": ["name", "hobbies"]}
+    grammar = xgr_compiler.compile(spec_from_request(
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}}))
+    for prefix, expected in (('{ "name": "Alice"', {"name": "Alice", "hobbies": []}),
+                             ('{ "name": "Alice", "hobbies": [', {"name": "Alice", "hobbies": []})):
+        matcher = grammar.matcher()
+        assert matcher.accept_text(prefix)
+        closing = closing_tokens(matcher, budget=12)
+        assert closing is not None, prefix
+        assert json.loads(prefix + qwen_tokenizer.decode(closing[:-1])) == expected
+        assert len(closing) <= 8
